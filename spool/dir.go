@@ -1,0 +1,39 @@
+package spool
+
+import (
+	"os"
+	"path/filepath"
+)
+
+// DefaultRoot is where /var/spool/vm lives for root.
+const DefaultRoot = "/var/spool/vm"
+
+// ResolveDir picks the spool directory the way SPOOL.md says: the --spool
+// flag wins, then $SPOOL_DIR, then $JOBS_DIR (the Python tools' name), then
+// /var/spool/vm for root and $XDG_STATE_HOME/vmspool (or
+// ~/.local/state/vmspool) for anyone else.
+//
+// getenv is passed in so that the library never reads the environment behind
+// its caller's back; cmd/ passes os.Getenv.
+func ResolveDir(flag string, getenv func(string) string, uid int) string {
+	if flag != "" {
+		return flag
+	}
+	if d := getenv("SPOOL_DIR"); d != "" {
+		return d
+	}
+	if d := getenv("JOBS_DIR"); d != "" {
+		return d
+	}
+	if uid == 0 {
+		return DefaultRoot
+	}
+	if d := getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "vmspool")
+	}
+	home := getenv("HOME")
+	if home == "" {
+		home, _ = os.UserHomeDir()
+	}
+	return filepath.Join(home, ".local", "state", "vmspool")
+}
