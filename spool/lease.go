@@ -1,0 +1,308 @@
+package spool
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"syscall"
+	"time"
+)
+
+// Lease is the content of <job>.running: who holds the job. Its mtime is the
+// heartbeat.
+type Lease struct {
+	Job     string  `json:"job"`
+	Chat    string  `json:"chat,omitempty"`
+	Worker  string  `json:"worker"`
+	Host    string  `json:"host"`
+	PID     int     `json:"pid"`
+	Claimed float64 `json:"claimed"`
+	Attempt int     `json:"attempt"`
+	LeaseS  float64 `json:"lease_s"`
+	// PIDStart is the worker's start time in clock ticks since boot
+	// (/proc/PID/stat), and Boot the kernel's boot id: together with PID
+	// they tell the worker from a newer process that reuses its pid.
+	PIDStart uint64 `json:"pid_start,omitempty"`
+	Boot     string `json:"boot,omitempty"`
+	// PGID is the job's process group, once it was started.
+	PGID int `json:"pgid,omitempty"`
+	// First is the first attempt of the current budget of attempts: 1, or
+	// the attempt that followed the last `spool requeue`.
+	First int `json:"first_attempt,omitempty"`
+}
+
+// Tries is how many attempts of the current budget this lease's attempt is.
+func (l *Lease) Tries() int {
+	first := l.First
+	if first <= 0 {
+		first = 1
+	}
+	return l.Attempt - first + 1
+}
+
+// Same reports whether two leases are the same claim.
+func (l *Lease) Same(o *Lease) bool {
+	return l.Job == o.Job && l.Worker == o.Worker && l.Host == o.Host && l.PID == o.PID &&
+		l.Claimed == o.Claimed && l.Attempt == o.Attempt
+}
+
+// Duration returns the lease's length.
+func (l *Lease) Duration() time.Duration { return time.Duration(l.LeaseS * float64(time.Second)) }
+
+// ErrLeaseLost is returned by Heartbeat and UpdateLease when <job>.running
+// is gone or holds another claim: someone took the job over, and the holder
+// must stop it without writing a result.
+var ErrLeaseLost = errors.New("lease lost")
+
+// ReadLease reads <job>.running. It also returns the file's info, whose
+// mtime is the heartbeat. An empty or unparsable lease is ErrCorrupt: a
+// claim in progress (the marker was renamed, the lease not yet written) or
+// a claimer that died in between.
+func (s *Spool) ReadLease(job string) (*Lease, fs.FileInfo, error) {
+	if err := CheckJobID(job); err != nil {
+		return nil, nil, err
+	}
+	name := job + ExtRunning
+	b, fi, err := readFile(s.root, name, MaxDocument)
+	if err != nil {
+		return nil, fi, fmt.Errorf("job %s: lease: %w", job, err)
+	}
+	var l Lease
+	if err := json.Unmarshal(b, &l); err != nil || l.Worker == "" {
+		return nil, fi, fmt.Errorf("job %s: lease %s: %w", job, s.Path(name), ErrCorrupt)
+	}
+	return &l, fi, nil
+}
+
+// Claim takes a queued job: rename(<job>.ready, <job>.running), then the
+// lease is written over the claimed name. Losing the race to another
+// claimer is a normal outcome: Claim returns (nil, nil, nil).
+//
+// prev is the lease of the attempt before, when the marker was put back by
+// a recovery (a marker's content is the lease it was recovered from), so
+// that the caller can make sure that attempt's processes are gone before it
+// starts this one.
+func (s *Spool) Claim(job string, l Lease) (lease, prev *Lease, err error) {
+	if err := CheckJobID(job); err != nil {
+		return nil, nil, err
+	}
+	if err := s.root.Rename(job+ExtReady, job+ExtRunning); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil, nil
+		}
+		return nil, nil, fmt.Errorf("job %s: claim: %w", job, err)
+	}
+	m := s.readMarkerContent(job + ExtRunning)
+	l.Job = job
+	l.Attempt, l.First = m.next()
+	if l.Claimed == 0 {
+		l.Claimed = Now()
+	}
+	if err := s.writeLease(&l); err != nil {
+		// Put the marker back so the job stays queued; if even that
+		// fails, recovery finds an unreadable lease and queues it.
+		s.root.Rename(job+ExtRunning, job+ExtReady)
+		return nil, nil, fmt.Errorf("job %s: writing lease: %w", job, err)
+	}
+	if m.Worker != "" {
+		p := m.Lease
+		prev = &p
+	}
+	return &l, prev, nil
+}
+
+func (s *Spool) writeLease(l *Lease) error {
+	b, err := json.Marshal(l)
+	if err != nil {
+		return err
+	}
+	return writeFile(s.root, l.Job+ExtRunning, append(b, '\n'), true)
+}
+
+// UpdateLease rewrites the lease (to record the job's process group, say),
+// after checking that the claim is still l's.
+func (s *Spool) UpdateLease(l *Lease) error {
+	cur, _, err := s.ReadLease(l.Job)
+	if err != nil || !cur.Same(l) {
+		return fmt.Errorf("job %s: %w", l.Job, ErrLeaseLost)
+	}
+	return s.writeLease(l)
+}
+
+// Heartbeat sets the lease's mtime to now, after checking that the claim is
+// still l's. ErrLeaseLost means the job was taken over.
+func (s *Spool) Heartbeat(l *Lease) error {
+	cur, _, err := s.ReadLease(l.Job)
+	if err != nil || !cur.Same(l) {
+		return fmt.Errorf("job %s: %w", l.Job, ErrLeaseLost)
+	}
+	now := time.Now()
+	if err := s.root.Chtimes(l.Job+ExtRunning, now, now); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("job %s: %w", l.Job, ErrLeaseLost)
+		}
+		return fmt.Errorf("job %s: heartbeat: %w", l.Job, err)
+	}
+	return nil
+}
+
+// Requeue puts a running job whose worker died back in the queue, by one
+// rename: <job>.running becomes <job>.ready, still holding the dead lease
+// (so that the next claimer knows the attempt and the process group to make
+// sure of). Its mtime is set to notBefore first: claimers leave a marker
+// alone until its mtime has passed (the backoff), and other recoverers see
+// a fresh heartbeat and look away. old is the lease the caller judged dead;
+// if the file holds another claim by now, Requeue does nothing and returns
+// false.
+func (s *Spool) Requeue(old *Lease, notBefore time.Time) (bool, error) {
+	job := old.Job
+	cur, _, err := s.ReadLease(job)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		}
+		if !errors.Is(err, ErrCorrupt) {
+			return false, err
+		}
+	} else if !cur.Same(old) {
+		return false, nil
+	}
+	if err := s.root.Chtimes(job+ExtRunning, notBefore, notBefore); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		}
+		return false, fmt.Errorf("job %s: requeue: %w", job, err)
+	}
+	if err := s.root.Rename(job+ExtRunning, job+ExtReady); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		}
+		return false, fmt.Errorf("job %s: requeue: %w", job, err)
+	}
+	return true, syncDir(s.root)
+}
+
+// marker is what a <job>.ready may hold: nothing (a submission), the lease
+// of a recovered attempt, or the result of a job queued again by hand.
+type marker struct {
+	Lease
+	State string `json:"state"`
+}
+
+// next returns the attempt a claim of this marker makes, and the first
+// attempt of its budget.
+func (m marker) next() (attempt, first int) {
+	switch {
+	case m.Worker != "" && m.Attempt > 0: // recovered: same budget
+		first = m.First
+		if first <= 0 {
+			first = 1
+		}
+		return m.Attempt + 1, first
+	case m.State != "" && m.Attempt > 0: // requeued by hand: a new budget
+		return m.Attempt + 1, m.Attempt + 1
+	}
+	return 1, 1
+}
+
+func (s *Spool) readMarkerContent(name string) marker {
+	var m marker
+	b, _, err := readFile(s.root, name, MaxDocument)
+	if err == nil && len(bytes.TrimSpace(b)) > 0 {
+		json.Unmarshal(b, &m)
+	}
+	return m
+}
+
+// Marker describes a queued job's marker.
+type Marker struct {
+	// NotBefore is the marker's mtime: a job queued again after a failure
+	// waits until then.
+	NotBefore time.Time
+	// Attempt is the attempt its claim will make.
+	Attempt int
+}
+
+// ReadMarker reads <job>.ready.
+func (s *Spool) ReadMarker(job string) (*Marker, error) {
+	if err := CheckJobID(job); err != nil {
+		return nil, err
+	}
+	fi, err := s.root.Lstat(job + ExtReady)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("job %s: marker: %w (%s)", job, ErrNotRegular, kind(fi))
+	}
+	m := s.readMarkerContent(job + ExtReady)
+	a, _ := m.next()
+	return &Marker{NotBefore: fi.ModTime(), Attempt: a}, nil
+}
+
+// LockSpec takes an exclusive flock on <job>.json, which never changes
+// while the job lives. The daemon takes it before it starts an attempt and
+// hands the descriptor to the job's processes, which inherit it: as long as
+// any process of the attempt lives, the lock is held, whatever became of the
+// daemon. ok is false when someone holds it.
+func (s *Spool) LockSpec(job string) (f *os.File, ok bool, err error) {
+	f, _, err = openRegular(s.root, job+ExtSpec, os.O_RDONLY)
+	if err != nil {
+		return nil, false, fmt.Errorf("job %s: %w", job, err)
+	}
+	return flockNB(f)
+}
+
+// SpecLocked reports whether a process holds <job>.json's lock: some process
+// of an attempt of the job still lives on this host.
+func (s *Spool) SpecLocked(job string) (bool, error) {
+	f, ok, err := s.LockSpec(job)
+	if err != nil {
+		return false, err
+	}
+	if ok {
+		f.Close()
+	}
+	return !ok, nil
+}
+
+// LockChat takes the exclusive flock of chats/<chat>/lock, which the daemon
+// running the chat's current job holds (and the job's processes inherit),
+// so that at most one run of a chat runs at a time across processes.
+func (s *Spool) LockChat(chat string) (f *os.File, ok bool, err error) {
+	if err := CheckChatID(chat); err != nil {
+		return nil, false, err
+	}
+	dir := ChatsDir + "/" + chat
+	if err := s.mkdir(ChatsDir); err != nil {
+		return nil, false, err
+	}
+	if err := s.mkdir(dir); err != nil {
+		return nil, false, err
+	}
+	name := dir + "/" + LockFile
+	f, err = s.root.OpenFile(name, os.O_RDONLY|os.O_CREATE|syscall.O_NOFOLLOW, FileMode)
+	if err != nil {
+		return nil, false, fmt.Errorf("chat %s: lock: %w", chat, err)
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, false, fmt.Errorf("chat %s: lock %s: %w", chat, s.Path(name), ErrNotRegular)
+	}
+	return flockNB(f)
+}
+
+func flockNB(f *os.File) (*os.File, bool, error) {
+	err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	if err == nil {
+		return f, true, nil
+	}
+	f.Close()
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return nil, false, nil
+	}
+	return nil, false, err
+}

@@ -1,0 +1,59 @@
+package spool
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// ProcessStart returns the start time of pid, in clock ticks since boot
+// (field 22 of /proc/PID/stat). With the pid it names one process for the
+// life of a boot: a pid reused by a newer process has a later start.
+func ProcessStart(pid int) (uint64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// The command name, field 2, is in parentheses and may hold spaces.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+	}
+	return strconv.ParseUint(f[19], 10, 64)
+}
+
+// BootID returns the kernel's boot id, which tells one boot of a host from
+// the next.
+func BootID() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// Alive reports whether the process that a lease names still runs on this
+// host: the same boot, the pid present, and (when the lease recorded it)
+// the same start time.
+func (l *Lease) Alive(host, boot string) (known, alive bool) {
+	if l.Host != host {
+		return false, false
+	}
+	if l.Boot != "" && boot != "" && l.Boot != boot {
+		return true, false
+	}
+	st, err := ProcessStart(l.PID)
+	if err != nil {
+		return true, false
+	}
+	if l.PIDStart != 0 && st != l.PIDStart {
+		return true, false
+	}
+	return true, true
+}

@@ -1,0 +1,180 @@
+package spool
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+)
+
+// MaxAttempts bounds a spec's attempts, so that a typo cannot make a job
+// that is retried forever.
+const MaxAttempts = 100
+
+// Spec is a job's spec, <job>.json: what to run, where, for which chat.
+// It is written once, before the job's marker, and never rewritten.
+type Spec struct {
+	ID      string            `json:"id"`
+	Chat    string            `json:"chat"`
+	Created float64           `json:"created"`
+	Argv    []string          `json:"argv,omitempty"`
+	Script  *string           `json:"script,omitempty"`
+	Cwd     string            `json:"cwd,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+	Timeout Duration          `json:"timeout,omitempty"`
+	// Attempts is how many times the job may be started in all, counting
+	// the first; 0 in a document means 1.
+	Attempts int `json:"attempts,omitempty"`
+}
+
+// Validate checks what a daemon needs to run the spec, with a one-line
+// error that says what is wrong.
+func (s *Spec) Validate() error {
+	if s.ID != "" {
+		if err := CheckJobID(s.ID); err != nil {
+			return err
+		}
+	}
+	if s.Chat == "" {
+		return errors.New(`spec has no "chat"`)
+	}
+	if err := CheckChatID(s.Chat); err != nil {
+		return err
+	}
+	switch {
+	case s.Argv != nil && s.Script != nil:
+		return errors.New(`spec has both "argv" and "script"; give exactly one`)
+	case s.Argv == nil && s.Script == nil:
+		return errors.New(`spec has neither "argv" nor "script"; give exactly one`)
+	case s.Script == nil && len(s.Argv) == 0:
+		return errors.New(`spec's "argv" is empty: nothing to run`)
+	case s.Script == nil && s.Argv[0] == "":
+		return errors.New(`spec's "argv[0]" is empty: nothing to run`)
+	case s.Script != nil && len(bytes.TrimSpace([]byte(*s.Script))) == 0:
+		return errors.New(`spec's "script" is empty: nothing to run`)
+	}
+	for _, a := range s.Argv {
+		if bytes.IndexByte([]byte(a), 0) >= 0 {
+			return errors.New(`spec's "argv" holds a NUL byte`)
+		}
+	}
+	for k := range s.Env {
+		if k == "" || bytes.ContainsAny([]byte(k), "=\x00") {
+			return fmt.Errorf(`spec's "env" has an invalid name %q`, k)
+		}
+	}
+	if s.Attempts < 0 || s.Attempts > MaxAttempts {
+		return fmt.Errorf(`spec's "attempts" is %d; want 1 to %d`, s.Attempts, MaxAttempts)
+	}
+	return nil
+}
+
+// MaxTries returns Attempts with its default of 1.
+func (s *Spec) MaxTries() int {
+	if s.Attempts <= 0 {
+		return 1
+	}
+	return s.Attempts
+}
+
+// ParseSpec parses and validates a spec document. Unknown fields are
+// ignored, as SPOOL.md asks of every reader.
+func ParseSpec(b []byte) (*Spec, error) {
+	var s Spec
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || b[0] != '{' {
+		return nil, fmt.Errorf("%w: want a JSON object", ErrCorrupt)
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	if err := s.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	return &s, nil
+}
+
+// ReadSpec reads <job>.json. A spec without "id" or "created" takes them
+// from its file name and mtime, the way a hand submission leaves them; a
+// spec whose "id" is not its file name is corrupt.
+func (s *Spool) ReadSpec(job string) (*Spec, error) {
+	if err := CheckJobID(job); err != nil {
+		return nil, err
+	}
+	name := job + ExtSpec
+	b, fi, err := readFile(s.root, name, MaxDocument)
+	if err != nil {
+		return nil, fmt.Errorf("job %s: spec %s: %w", job, s.Path(name), err)
+	}
+	sp, err := ParseSpec(b)
+	if err != nil {
+		return nil, fmt.Errorf("job %s: spec %s: %w", job, s.Path(name), err)
+	}
+	if sp.ID == "" {
+		sp.ID = job
+	} else if sp.ID != job {
+		return nil, fmt.Errorf("job %s: spec %s: %w: its \"id\" is %q", job, s.Path(name), ErrCorrupt, sp.ID)
+	}
+	if sp.Created == 0 {
+		sp.Created = Stamp(fi.ModTime())
+	}
+	return sp, nil
+}
+
+// Submit queues a job: it writes the spec, removes what the chat's previous
+// run left (progress/<chat> and chats/<chat>/answer.json), and only then
+// creates the marker, whose appearance is the queueing (invariants 2 and 6).
+// It returns the job's id. On an error nothing of the job is left behind.
+func (s *Spool) Submit(sp *Spec) (string, error) {
+	if err := sp.Validate(); err != nil {
+		return "", err
+	}
+	now := time.Now()
+	if sp.ID == "" {
+		sp.ID = NewJobID(now)
+	}
+	if sp.Created == 0 {
+		sp.Created = Stamp(now)
+	}
+	id := sp.ID
+	for _, ext := range []string{ExtSpec, ExtReady, ExtRunning, ExtDone, ExtFailed, ExtCancelled} {
+		if _, err := s.root.Lstat(id + ext); err == nil {
+			return "", fmt.Errorf("job %s: already exists (%s)", id, s.Path(id+ext))
+		}
+	}
+	b, err := json.Marshal(sp)
+	if err != nil {
+		return "", err
+	}
+	if err := writeFile(s.root, id+ExtSpec, append(b, '\n'), true); err != nil {
+		s.root.Remove(id + ExtSpec)
+		return "", fmt.Errorf("job %s: writing spec: %w", id, err)
+	}
+	if err := s.ClearChat(sp.Chat); err != nil {
+		s.root.Remove(id + ExtSpec)
+		return "", fmt.Errorf("job %s: %w", id, err)
+	}
+	if err := writeFile(s.root, id+ExtReady, nil, true); err != nil {
+		s.root.Remove(id + ExtSpec)
+		return "", fmt.Errorf("job %s: writing marker: %w", id, err)
+	}
+	return id, nil
+}
+
+// ClearChat removes the chat's progress document and answer, so that
+// nothing of a previous run can be read as the next one's. A symlink in
+// either place is removed, never followed.
+func (s *Spool) ClearChat(chat string) error {
+	if err := CheckChatID(chat); err != nil {
+		return err
+	}
+	if err := removeName(s.root, ProgressDir+"/"+chat); err != nil {
+		return fmt.Errorf("chat %s: removing progress: %w", chat, err)
+	}
+	if err := removeName(s.root, ChatsDir+"/"+chat+"/"+AnswerFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("chat %s: removing answer: %w", chat, err)
+	}
+	return nil
+}

@@ -1,0 +1,144 @@
+package spool
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sort"
+)
+
+// ErrNoJob is wrapped when no file of the job exists.
+var ErrNoJob = errors.New("no such job")
+
+// Files records which of a job's names exist in the root.
+type Files uint16
+
+// The bits of Files, one per suffix.
+const (
+	HasSpec Files = 1 << iota
+	HasReady
+	HasRunning
+	HasDone
+	HasFailed
+	HasCancelled
+	HasCancel
+	HasEvents
+	HasLog
+)
+
+var extBit = map[string]Files{
+	ExtSpec: HasSpec, ExtReady: HasReady, ExtRunning: HasRunning, ExtDone: HasDone,
+	ExtFailed: HasFailed, ExtCancelled: HasCancelled, ExtCancel: HasCancel,
+	ExtEvents: HasEvents, ExtLog: HasLog,
+}
+
+// State resolves the names present to one state. A final document wins
+// over a lease or a marker beside it (a crash between writing the result
+// and removing the lease resolves to the result); among several final
+// documents, done, then failed, then cancelled. ok is false when nothing
+// but events, a log or a cancel request is left.
+func (f Files) State() (State, bool) {
+	switch {
+	case f&HasDone != 0:
+		return Done, true
+	case f&HasFailed != 0:
+		return Failed, true
+	case f&HasCancelled != 0:
+		return Cancelled, true
+	case f&HasRunning != 0:
+		return Running, true
+	case f&HasReady != 0:
+		return Queued, true
+	case f&HasSpec != 0:
+		return New, true
+	}
+	return "", false
+}
+
+// States counts the state files present: more than one is a finding for
+// fsck (a job in two states at once).
+func (f Files) States() int {
+	n := 0
+	for _, b := range []Files{HasReady, HasRunning, HasDone, HasFailed, HasCancelled} {
+		if f&b != 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// JobFiles returns which names of the job exist.
+func (s *Spool) JobFiles(job string) (Files, error) {
+	if err := CheckJobID(job); err != nil {
+		return 0, err
+	}
+	var f Files
+	for ext, bit := range extBit {
+		if _, err := s.root.Lstat(job + ext); err == nil {
+			f |= bit
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return 0, fmt.Errorf("job %s: %w", job, err)
+		}
+	}
+	return f, nil
+}
+
+// State returns the job's state as the tree shows it, or an error wrapping
+// ErrNoJob.
+func (s *Spool) State(job string) (State, error) {
+	f, err := s.JobFiles(job)
+	if err != nil {
+		return "", err
+	}
+	st, ok := f.State()
+	if !ok {
+		return "", fmt.Errorf("job %s: %w", job, ErrNoJob)
+	}
+	return st, nil
+}
+
+// Scan reads the root's names once and groups them by job. It reads no
+// file and stats none, so it costs one pass over the directory whatever
+// the number of jobs. Temporaries and unknown names are skipped; they are
+// returned in other for fsck.
+func (s *Spool) Scan() (jobs map[string]Files, other []string, err error) {
+	d, err := s.root.Open(".")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer d.Close()
+	jobs = make(map[string]Files)
+	for {
+		names, err := d.Readdirnames(4096)
+		for _, n := range names {
+			if job, ext, ok := SplitName(n); ok {
+				jobs[job] |= extBit[ext]
+			} else {
+				other = append(other, n)
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	return jobs, other, nil
+}
+
+// SortedIDs returns the keys of a Scan in order: ULIDs, and most other ids
+// that carry a date, sort by submit time.
+func SortedIDs(jobs map[string]Files) []string {
+	ids := make([]string, 0, len(jobs))
+	for id := range jobs {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// Stat returns the info of a name of the root, without following a link.
+func (s *Spool) Stat(name string) (os.FileInfo, error) { return s.root.Lstat(name) }
+
+// Remove removes a name of the tree (never a symlink's target). A missing
+// name is not an error.
+func (s *Spool) Remove(name string) error { return removeName(s.root, name) }

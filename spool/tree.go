@@ -1,0 +1,289 @@
+package spool
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+
+	"github.com/google/renameio/v2"
+)
+
+// Modes of the tree. They are set explicitly, whatever the umask, so that
+// only the spool's group can read a person's answers.
+const (
+	DirMode  os.FileMode = 0o750
+	FileMode os.FileMode = 0o640
+)
+
+// Subdirectories of the root.
+const (
+	ProgressDir = "progress"
+	ChatsDir    = "chats"
+	CorruptDir  = "corrupt"
+	GateDir     = "gate"
+)
+
+// Size limits of what is read: a document larger than this is not a
+// document but an attack or an accident, and is refused rather than read.
+const (
+	MaxDocument = 4 << 20  // spec, lease, result, answer
+	MaxProgress = 16 << 20 // 64 events of up to MaxEventText each, and then some
+)
+
+var (
+	// ErrNotRegular is wrapped when a name of the tree is a symlink, a
+	// directory, a FIFO or anything but a plain file.
+	ErrNotRegular = errors.New("not a regular file")
+	// ErrTooLarge is wrapped when a document exceeds its size limit.
+	ErrTooLarge = errors.New("too large")
+	// ErrCorrupt is wrapped when a document does not parse as its name says.
+	ErrCorrupt = errors.New("does not parse")
+	// ErrNoSpool is wrapped when the spool directory does not exist.
+	ErrNoSpool = errors.New("no such spool directory")
+)
+
+// Spool is an open spool tree. Every file operation goes through an
+// os.Root, so that no symlink can take a read or a write outside the tree.
+// A Spool is safe for concurrent use.
+type Spool struct {
+	Dir  string
+	root *os.Root
+}
+
+// Open opens an existing spool without creating anything: the commands that
+// only read or submit use it, so that a typo in --spool is an error rather
+// than a new empty spool.
+func Open(dir string) (*Spool, error) {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("spool %s: %w (create it with a daemon, or mkdir -p it)", dir, ErrNoSpool)
+		}
+		return nil, fmt.Errorf("spool %s: %w", dir, err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("spool %s: not a directory", dir)
+	}
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("spool %s: %w", dir, err)
+	}
+	return &Spool{Dir: dir, root: r}, nil
+}
+
+// Create makes the tree (mode 0750 directories) if it is missing, then opens
+// it. Daemons use it at start.
+func Create(dir string) (*Spool, error) {
+	if err := os.MkdirAll(dir, DirMode); err != nil {
+		return nil, fmt.Errorf("spool %s: cannot create: %w", dir, err)
+	}
+	s, err := Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range []string{ProgressDir, ChatsDir, CorruptDir, GateDir} {
+		if err := s.mkdir(d); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Close releases the spool's directory handle.
+func (s *Spool) Close() error { return s.root.Close() }
+
+// Root returns the os.Root of the tree, for callers that need a file
+// operation this package does not name.
+func (s *Spool) Root() *os.Root { return s.root }
+
+// Path returns the host path of a name of the tree, for messages and for
+// handing to processes.
+func (s *Spool) Path(name string) string { return filepath.Join(s.Dir, name) }
+
+func (s *Spool) mkdir(name string) error {
+	err := s.root.Mkdir(name, DirMode)
+	if err == nil {
+		// Mkdir obeys the umask; the tree's mode does not.
+		if err := s.root.Chmod(name, DirMode); err != nil {
+			return fmt.Errorf("spool %s: %w", s.Path(name), err)
+		}
+		return nil
+	}
+	if errors.Is(err, fs.ErrExist) {
+		fi, lerr := s.root.Lstat(name)
+		if lerr == nil && fi.IsDir() {
+			return nil
+		}
+		return fmt.Errorf("spool %s: exists and is not a directory", s.Path(name))
+	}
+	return fmt.Errorf("spool %s: cannot create: %w", s.Path(name), err)
+}
+
+// subRoot opens the directory dir of the tree (creating it if create),
+// refusing a symlink in its place.
+func (s *Spool) subRoot(dir string, create bool) (*os.Root, error) {
+	if create {
+		if err := s.mkdir(dir); err != nil {
+			return nil, err
+		}
+	}
+	fi, err := s.root.Lstat(dir)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("%s: %w (want a directory)", s.Path(dir), ErrNotRegular)
+	}
+	return s.root.OpenRoot(dir)
+}
+
+// writeFile replaces name in dir atomically: a reader sees the old content
+// or the new, never a part. With durable, the file and then the directory
+// are fsync'd, so the new content survives a power loss.
+func writeFile(dir *os.Root, name string, data []byte, durable bool) error {
+	if durable {
+		pf, err := renameio.NewPendingFile(name, renameio.WithRoot(dir), renameio.WithStaticPermissions(FileMode))
+		if err != nil {
+			return err
+		}
+		defer pf.Cleanup()
+		if _, err := pf.Write(data); err != nil {
+			return err
+		}
+		if err := pf.CloseAtomicallyReplace(); err != nil {
+			return err
+		}
+		return syncDir(dir)
+	}
+	// Advisory documents (progress) skip the fsync: losing the newest one
+	// in a power cut is harmless, and flushing them is the hot path.
+	for try := 0; ; try++ {
+		tmp := "." + name + strconv.FormatUint(rand.Uint64(), 10)
+		f, err := dir.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, FileMode)
+		if errors.Is(err, fs.ErrExist) && try < 100 {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if err := f.Chmod(FileMode); err == nil {
+			_, err = f.Write(data)
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = dir.Rename(tmp, name)
+		}
+		if err != nil {
+			dir.Remove(tmp)
+		}
+		return err
+	}
+}
+
+// syncDir fsyncs a directory, so that a rename into it is durable.
+// renameio syncs the file only.
+func syncDir(dir *os.Root) error {
+	d, err := dir.Open(".")
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// openRegular opens name for reading and makes sure it is a plain file
+// under that very name: os.Root keeps a symlink from leaving the tree, and
+// the Lstat comparison keeps one from standing in for a document inside it.
+// A FIFO is opened non-blocking so that it cannot hang the reader.
+func openRegular(dir *os.Root, name string, flag int) (*os.File, fs.FileInfo, error) {
+	lfi, err := dir.Lstat(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !lfi.Mode().IsRegular() {
+		return nil, lfi, fmt.Errorf("%s: %w (%s)", name, ErrNotRegular, kind(lfi))
+	}
+	f, err := dir.OpenFile(name, flag|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, FileMode)
+	if err != nil {
+		return nil, lfi, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, lfi, err
+	}
+	if !fi.Mode().IsRegular() || !os.SameFile(fi, lfi) {
+		f.Close()
+		return nil, lfi, fmt.Errorf("%s: %w (replaced while opening)", name, ErrNotRegular)
+	}
+	return f, fi, nil
+}
+
+func kind(fi fs.FileInfo) string {
+	switch m := fi.Mode(); {
+	case m&fs.ModeSymlink != 0:
+		return "a symlink"
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return "not a plain file"
+}
+
+// readFile reads a whole document, refusing anything but a plain file and
+// anything larger than max.
+func readFile(dir *os.Root, name string, max int64) ([]byte, fs.FileInfo, error) {
+	f, fi, err := openRegular(dir, name, os.O_RDONLY)
+	if err != nil {
+		return nil, fi, err
+	}
+	defer f.Close()
+	if fi.Size() > max {
+		return nil, fi, fmt.Errorf("%s: %w (%d bytes, limit %d)", name, ErrTooLarge, fi.Size(), max)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, fi, err
+	}
+	if int64(len(b)) > max {
+		return nil, fi, fmt.Errorf("%s: %w (limit %d)", name, ErrTooLarge, max)
+	}
+	return b, fi, nil
+}
+
+// removeName removes a name of the tree, never what a symlink there points
+// to; a name that is already gone is not an error. A directory in its place
+// is refused.
+func removeName(dir *os.Root, name string) error {
+	fi, err := dir.Lstat(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		return fmt.Errorf("%s: is a directory, not a document; move it aside by hand", name)
+	}
+	if err := dir.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
