@@ -1,0 +1,6 @@
+// Command watchd is being written; this placeholder keeps the module building.
+package main
+
+import "os"
+
+func main() { os.Stderr.WriteString("watchd: not built yet\n"); os.Exit(2) }
