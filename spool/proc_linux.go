@@ -25,6 +25,10 @@ func ProcessStart(pid int) (uint64, error) {
 	if len(f) < 20 {
 		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
 	}
+	// A zombie has exited: only its parent has not read its status yet.
+	if f[0] == "Z" || f[0] == "X" {
+		return 0, fmt.Errorf("process %d: %w (exited)", pid, os.ErrProcessDone)
+	}
 	return strconv.ParseUint(f[19], 10, 64)
 }
 
