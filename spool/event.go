@@ -93,7 +93,8 @@ func (s *Spool) AppendEvent(job string, ev Event) (Event, error) {
 // openAppend opens (creating) an append-only file of the tree, refusing a
 // symlink or anything else in its place.
 func openAppend(dir *os.Root, name string) (*os.File, error) {
-	f, err := dir.OpenFile(name, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, FileMode)
+	// O_RDWR, not O_WRONLY: AppendEvent counts the lines before it writes.
+	f, err := dir.OpenFile(name, os.O_RDWR|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, FileMode)
 	if err != nil {
 		return nil, err
 	}
