@@ -107,7 +107,7 @@ func (s *Spool) Claim(job string, l Lease) (lease, prev *Lease, err error) {
 		s.root.Rename(job+ExtRunning, job+ExtReady)
 		return nil, nil, fmt.Errorf("job %s: writing lease: %w", job, err)
 	}
-	if m.Worker != "" {
+	if m.recovered() {
 		p := m.Lease
 		prev = &p
 	}
@@ -195,18 +195,25 @@ type marker struct {
 // next returns the attempt a claim of this marker makes, and the first
 // attempt of its budget.
 func (m marker) next() (attempt, first int) {
+	// A result carries "state" (and may carry "worker"); a lease never
+	// carries "state": test it first, or a requeued result would be taken
+	// for a recovered lease and keep its spent budget.
 	switch {
-	case m.Worker != "" && m.Attempt > 0: // recovered: same budget
+	case m.State != "" && m.Attempt > 0: // requeued by hand: a new budget
+		return m.Attempt + 1, m.Attempt + 1
+	case m.State == "" && m.Worker != "" && m.Attempt > 0: // recovered: same budget
 		first = m.First
 		if first <= 0 {
 			first = 1
 		}
 		return m.Attempt + 1, first
-	case m.State != "" && m.Attempt > 0: // requeued by hand: a new budget
-		return m.Attempt + 1, m.Attempt + 1
 	}
 	return 1, 1
 }
+
+// recovered reports whether the marker holds the lease of an attempt that
+// was put back by a recovery.
+func (m marker) recovered() bool { return m.State == "" && m.Worker != "" }
 
 func (s *Spool) readMarkerContent(name string) marker {
 	var m marker
@@ -288,9 +295,14 @@ func (s *Spool) LockChat(chat string) (f *os.File, ok bool, err error) {
 	if err != nil {
 		return nil, false, fmt.Errorf("chat %s: lock: %w", chat, err)
 	}
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
 		f.Close()
 		return nil, false, fmt.Errorf("chat %s: lock %s: %w", chat, s.Path(name), ErrNotRegular)
+	}
+	// O_CREATE obeys the umask; the tree's modes do not.
+	if fi.Mode().Perm() != FileMode {
+		f.Chmod(FileMode)
 	}
 	return flockNB(f)
 }
