@@ -3,6 +3,7 @@ package spool
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"sort"
@@ -118,8 +119,11 @@ func (s *Spool) Scan() (jobs map[string]Files, other []string, err error) {
 				other = append(other, n)
 			}
 		}
-		if err != nil {
+		if errors.Is(err, io.EOF) {
 			break
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("spool %s: %w", s.Dir, err)
 		}
 	}
 	return jobs, other, nil

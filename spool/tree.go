@@ -80,8 +80,15 @@ func Open(dir string) (*Spool, error) {
 // Create makes the tree (mode 0750 directories) if it is missing, then opens
 // it. Daemons use it at start.
 func Create(dir string) (*Spool, error) {
+	_, serr := os.Lstat(dir)
 	if err := os.MkdirAll(dir, DirMode); err != nil {
 		return nil, fmt.Errorf("spool %s: cannot create: %w", dir, err)
+	}
+	if errors.Is(serr, fs.ErrNotExist) {
+		// MkdirAll obeys the umask; a root we made gets the tree's mode.
+		if err := os.Chmod(dir, DirMode); err != nil {
+			return nil, fmt.Errorf("spool %s: %w", dir, err)
+		}
 	}
 	s, err := Open(dir)
 	if err != nil {
