@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"strconv"
+	"strings"
 )
 
 // Quarantine moves a name of the root that cannot be read as its name says
@@ -18,14 +19,17 @@ func (s *Spool) Quarantine(name, why string) (string, error) {
 	if err := s.mkdir(CorruptDir); err != nil {
 		return "", err
 	}
-	dst := name
+	// corrupt/ is flat: a name of a subdirectory (progress/c,
+	// chats/c/answer.json) keeps its path with "/" turned into "_".
+	base := strings.ReplaceAll(name, "/", "_")
+	dst := base
 	for i := 1; ; i++ {
 		_, err1 := s.root.Lstat(CorruptDir + "/" + dst)
 		_, err2 := s.root.Lstat(CorruptDir + "/" + dst + ".why")
 		if errors.Is(err1, fs.ErrNotExist) && errors.Is(err2, fs.ErrNotExist) {
 			break
 		}
-		dst = name + "." + strconv.Itoa(i)
+		dst = base + "." + strconv.Itoa(i)
 	}
 	if err := s.root.Rename(name, CorruptDir+"/"+dst); err != nil {
 		return "", fmt.Errorf("quarantine %s: %w", s.Path(name), err)
