@@ -1,0 +1,451 @@
+package vmgate
+
+import (
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// dynMark stands, inside a field's text, for a part whose value is only
+// known at run time. A NUL can never come from the script itself.
+const dynMark = '\x00'
+
+// placeholder replaces dynMark when a string is parsed again as code: it
+// is a plain word, so it cannot break the quoting of the code around it.
+const placeholder = "__vmgate_dynamic__"
+
+// field is one word after expansion, as bash would pass it to a command.
+type field struct {
+	s      string  // the text; dynMark where a value is unknown
+	dyn    bool    // some part's value is only known at run time
+	glob   bool    // unquoted glob or brace characters: the word may become other words
+	quoted bool    // some part was quoted (aliases are not expanded then)
+	hint   string  // values an unknown part may take (branches, for loops), for the undecidable rule
+	param  string  // the variable's name when the whole word is one expansion ("$SHELL")
+	proc   *string // the static output of a lone process substitution <(...)
+}
+
+// value is what the gate knows about a shell variable.
+type value struct {
+	s     string
+	list  []string // array elements, when arr
+	arr   bool
+	known bool
+	hint  string
+}
+
+type expander struct {
+	w       *walker
+	out     []field
+	cur     []byte
+	split   bool // field splitting and globbing apply (command words, not assignments)
+	heredoc bool
+	f       field
+	started bool
+}
+
+func (e *expander) flush() {
+	if !e.started {
+		return
+	}
+	e.f.s = string(e.cur)
+	e.out = append(e.out, e.f)
+	e.cur = e.cur[:0]
+	e.f = field{}
+	e.started = false
+}
+
+func (e *expander) mark(hint string) {
+	e.cur = append(e.cur, dynMark)
+	e.f.dyn = true
+	e.started = true
+	if hint != "" {
+		e.addHint(hint)
+	}
+}
+
+func (e *expander) addHint(h string) {
+	if len(e.f.hint) < 256 {
+		e.f.hint += " " + h
+	}
+}
+
+// fields expands a command's word into the fields bash would pass.
+func (w *walker) fields(dst []field, word *syntax.Word) []field {
+	e := expander{w: w, out: dst, split: true}
+	if len(word.Parts) == 1 {
+		if pe, ok := word.Parts[0].(*syntax.ParamExp); ok && pe.Param != nil {
+			e.f.param = pe.Param.Value
+		}
+		if ps, ok := word.Parts[0].(*syntax.ProcSubst); ok {
+			out := w.procSubst(ps)
+			f := field{s: "/dev/fd/63", dyn: true}
+			if out.known {
+				f.proc = &out.text
+			}
+			return append(dst, f)
+		}
+	}
+	for i, p := range word.Parts {
+		e.part(p, false, i == 0)
+	}
+	e.flush()
+	return e.out
+}
+
+// str expands a word as one string, the way bash expands an assignment's
+// value or a here-string: no field splitting, no globbing.
+func (w *walker) str(word *syntax.Word) field {
+	e := expander{w: w}
+	for i, p := range word.Parts {
+		e.part(p, false, i == 0)
+	}
+	e.f.s = string(e.cur)
+	return e.f
+}
+
+// heredoc expands a here-document's body: parameters and substitutions,
+// but no quote removal; a quoted delimiter leaves the body as it is.
+func (w *walker) heredoc(word *syntax.Word, quotedDelim bool) field {
+	if quotedDelim {
+		var b strings.Builder
+		for _, p := range word.Parts {
+			if l, ok := p.(*syntax.Lit); ok {
+				b.WriteString(l.Value)
+			}
+		}
+		return field{s: b.String()}
+	}
+	e := expander{w: w, heredoc: true}
+	for _, p := range word.Parts {
+		e.part(p, true, false)
+	}
+	e.f.s = string(e.cur)
+	return e.f
+}
+
+func (e *expander) part(p syntax.WordPart, quoted, first bool) {
+	w := e.w
+	switch p := p.(type) {
+	case *syntax.Lit:
+		e.lit(p.Value, quoted, first)
+	case *syntax.SglQuoted:
+		e.f.quoted = true
+		e.started = true
+		if p.Dollar {
+			e.cur = append(e.cur, ansiC(p.Value)...)
+		} else {
+			e.cur = append(e.cur, p.Value...)
+		}
+	case *syntax.DblQuoted:
+		e.f.quoted = true
+		// "$@" with no positional parameters is no field at all.
+		if len(p.Parts) == 1 {
+			if pe, ok := p.Parts[0].(*syntax.ParamExp); ok && pe.Param != nil && pe.Param.Value == "@" && pe.Index == nil && pe.Exp == nil && !pe.Length && !pe.Excl {
+				e.param(pe, true)
+				return
+			}
+		}
+		e.started = true
+		for _, q := range p.Parts {
+			e.part(q, true, false)
+		}
+	case *syntax.ParamExp:
+		e.param(p, quoted)
+	case *syntax.CmdSubst:
+		out := w.cmdSubst(p.Stmts)
+		if out.known {
+			e.addValue(strings.TrimRight(out.text, "\n"), quoted)
+		} else {
+			e.mark("")
+		}
+	case *syntax.ArithmExp:
+		w.arith(p.X)
+		e.mark("")
+	case *syntax.ProcSubst:
+		w.procSubst(p)
+		e.mark("")
+	case *syntax.ExtGlob:
+		e.cur = append(e.cur, '*')
+		e.f.glob = true
+		e.started = true
+	case *syntax.BraceExp:
+		e.f.glob = true
+		e.mark("")
+	}
+}
+
+func (e *expander) lit(s string, quoted, first bool) {
+	e.started = true
+	if e.w.placeholders && strings.Contains(s, placeholder) {
+		parts := strings.Split(s, placeholder)
+		for i, p := range parts {
+			if i > 0 {
+				e.mark("")
+			}
+			e.lit(p, quoted, first && i == 0)
+		}
+		return
+	}
+	for i := 0; i < len(s); i++ {
+		ch := s[i]
+		if ch == '\\' && i+1 < len(s) {
+			next := s[i+1]
+			switch {
+			case next == '\n':
+				i++
+				continue
+			case !quoted, next == '$', next == '`', next == '\\', next == '"' && !e.heredoc:
+				e.cur = append(e.cur, next)
+				i++
+				continue
+			}
+		}
+		if !quoted {
+			switch ch {
+			case '*', '?', '[':
+				if e.split {
+					e.f.glob = true
+				}
+			case '{':
+				rest := s[i:]
+				if e.split && strings.IndexByte(rest, '}') > 0 && (strings.IndexByte(rest, ',') > 0 || strings.Contains(rest, "..")) {
+					e.f.glob = true
+				}
+			case '~':
+				if i == 0 && first {
+					// ~ is $HOME, ~user a user look-up: neither is known here.
+					e.mark("")
+					for i+1 < len(s) && s[i+1] != '/' {
+						i++
+					}
+					continue
+				}
+			}
+		}
+		e.cur = append(e.cur, ch)
+	}
+}
+
+// addValue adds a known value: split into fields when unquoted.
+func (e *expander) addValue(v string, quoted bool) {
+	e.started = true
+	if quoted || !e.split {
+		e.cur = append(e.cur, v...)
+		return
+	}
+	if e.w.ifs {
+		// IFS was changed: the gate does not follow how the value splits.
+		e.mark(v)
+		return
+	}
+	for i := 0; i < len(v); i++ {
+		ch := v[i]
+		switch ch {
+		case ' ', '\t', '\n':
+			e.flush()
+			continue
+		case '*', '?', '[':
+			e.f.glob = true
+		}
+		e.cur = append(e.cur, ch)
+		e.started = true
+	}
+}
+
+// addList adds an array or "$@": each element its own field when quoted.
+func (e *expander) addList(list []string, quoted bool) {
+	for i, v := range list {
+		if i > 0 {
+			if quoted {
+				e.flush()
+				e.started = true
+			} else {
+				e.addValue(" ", false)
+			}
+		}
+		e.addValue(v, quoted)
+	}
+}
+
+func (e *expander) param(p *syntax.ParamExp, quoted bool) {
+	w := e.w
+	// Whatever the expansion, its nested words run their substitutions.
+	var hint string
+	if p.Index != nil {
+		w.arith(p.Index)
+	}
+	if p.Slice != nil {
+		w.arith(p.Slice.Offset)
+		w.arith(p.Slice.Length)
+	}
+	if p.Repl != nil {
+		if p.Repl.Orig != nil {
+			w.str(p.Repl.Orig)
+		}
+		if p.Repl.With != nil {
+			hint = w.str(p.Repl.With).s
+		}
+	}
+	if p.Exp != nil && p.Exp.Word != nil {
+		hint = w.str(p.Exp.Word).s
+	}
+	if p.Param == nil || p.Excl || p.Length || p.Width || p.Slice != nil || p.Repl != nil || p.Exp != nil || p.Names != 0 || p.NestedParam != nil {
+		e.mark(hint)
+		return
+	}
+	name := p.Param.Value
+	switch name {
+	case "@", "*":
+		if !w.posKnown {
+			e.mark("")
+			return
+		}
+		list := make([]string, 0, len(w.pos))
+		for _, f := range w.pos {
+			if f.dyn {
+				e.mark(f.hint)
+				return
+			}
+			list = append(list, f.s)
+		}
+		if name == "*" && quoted {
+			e.addValue(strings.Join(list, " "), true)
+			return
+		}
+		e.addList(list, quoted)
+		return
+	}
+	if n, err := strconv.Atoi(name); err == nil {
+		if n == 0 || !w.posKnown {
+			e.mark("")
+			return
+		}
+		if n <= len(w.pos) {
+			f := w.pos[n-1]
+			if f.dyn {
+				e.mark(f.hint)
+				return
+			}
+			e.addValue(f.s, quoted)
+		} else {
+			e.addValue("", quoted)
+		}
+		return
+	}
+	v, ok := w.vars[name]
+	if !ok || !v.known {
+		e.mark(v.hint)
+		return
+	}
+	if p.Index != nil {
+		idx := ""
+		if wd, ok := p.Index.(*syntax.Word); ok {
+			idx = wd.Lit()
+		}
+		switch {
+		case idx == "@" || idx == "*":
+			if v.arr {
+				e.addList(v.list, quoted && idx == "@")
+			} else {
+				e.addValue(v.s, quoted)
+			}
+		case idx == "0" && !v.arr:
+			e.addValue(v.s, quoted)
+		default:
+			n, err := strconv.Atoi(idx)
+			if err != nil || !v.arr || n < 0 {
+				e.mark(strings.Join(v.list, " "))
+				return
+			}
+			if n < len(v.list) {
+				e.addValue(v.list[n], quoted)
+			} else {
+				e.addValue("", quoted)
+			}
+		}
+		return
+	}
+	if v.arr {
+		if len(v.list) > 0 {
+			e.addValue(v.list[0], quoted)
+		} else {
+			e.addValue("", quoted)
+		}
+		return
+	}
+	e.addValue(v.s, quoted)
+}
+
+// ansiC decodes the body of a $'...' string.
+func ansiC(s string) string {
+	if strings.IndexByte(s, '\\') < 0 {
+		return s
+	}
+	var b []byte
+	for i := 0; i < len(s); i++ {
+		ch := s[i]
+		if ch != '\\' || i+1 >= len(s) {
+			b = append(b, ch)
+			continue
+		}
+		i++
+		switch c := s[i]; c {
+		case 'n':
+			b = append(b, '\n')
+		case 't':
+			b = append(b, '\t')
+		case 'r':
+			b = append(b, '\r')
+		case 'a':
+			b = append(b, 7)
+		case 'b':
+			b = append(b, 8)
+		case 'e', 'E':
+			b = append(b, 27)
+		case 'f':
+			b = append(b, 12)
+		case 'v':
+			b = append(b, 11)
+		case 'c':
+			if i+1 < len(s) {
+				i++
+				b = append(b, s[i]&0x1f)
+			}
+		case 'x', 'u', 'U':
+			max := map[byte]int{'x': 2, 'u': 4, 'U': 8}[c]
+			j := i + 1
+			for j < len(s) && j-i-1 < max && isHex(s[j]) {
+				j++
+			}
+			if j == i+1 {
+				b = append(b, '\\', c)
+				continue
+			}
+			n, _ := strconv.ParseUint(s[i+1:j], 16, 32)
+			if c == 'x' {
+				b = append(b, byte(n))
+			} else {
+				b = utf8.AppendRune(b, rune(n))
+			}
+			i = j - 1
+		case '0', '1', '2', '3', '4', '5', '6', '7':
+			j := i
+			for j < len(s) && j-i < 3 && s[j] >= '0' && s[j] <= '7' {
+				j++
+			}
+			n, _ := strconv.ParseUint(s[i:j], 8, 16)
+			b = append(b, byte(n))
+			i = j - 1
+		default:
+			b = append(b, c)
+		}
+	}
+	return string(b)
+}
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}

@@ -1,0 +1,105 @@
+package vmgate
+
+import (
+	"errors"
+	"strings"
+	"sync"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// DefaultCommitTool is the name of the host-side tool the refusal message
+// sends the agent to.
+const DefaultCommitTool = "git_commit"
+
+// Gate is a configured gate. It is immutable once built, so one Gate may
+// decide any number of scripts at once.
+type Gate struct {
+	commitTool string
+	rules      *Rules
+}
+
+type config struct {
+	commitTool string
+	rules      *Rules
+}
+
+// Option configures a Gate.
+type Option func(*config)
+
+// WithCommitTool sets the name of the commit tool the refusal message
+// names (default git_commit), so the message matches the agent's tools.
+func WithCommitTool(name string) Option { return func(c *config) { c.commitTool = name } }
+
+// WithRules adds the denials of a rules file (LoadRules) to the git policy.
+func WithRules(r *Rules) Option { return func(c *config) { c.rules = r } }
+
+// New builds a Gate.
+func New(opts ...Option) (*Gate, error) {
+	c := config{commitTool: DefaultCommitTool}
+	for _, o := range opts {
+		o(&c)
+	}
+	name := strings.TrimSpace(c.commitTool)
+	if name == "" || strings.ContainsAny(name, "\n\r`") {
+		return nil, errors.New("vmgate: commit tool name must be one non-empty line")
+	}
+	return &Gate{commitTool: name, rules: c.rules}, nil
+}
+
+var defaultGate = &Gate{commitTool: DefaultCommitTool}
+
+// Check decides a script with the default gate (git_commit, no rules).
+func Check(script string) Verdict { return defaultGate.Check(script) }
+
+// Parsers are reused: a parser is not safe for concurrent use, and a fresh
+// one per decision costs allocations the one-line budget cannot spare.
+var parsers = sync.Pool{New: func() any {
+	return syntax.NewParser(syntax.Variant(syntax.LangBash))
+}}
+
+func parse(src string) (*syntax.File, error) {
+	p := parsers.Get().(*syntax.Parser)
+	f, err := p.Parse(strings.NewReader(src), "")
+	parsers.Put(p)
+	if err != nil {
+		// Parse returns a partial tree on error: it must not be read.
+		return nil, err
+	}
+	return f, nil
+}
+
+// Check decides one script. It never runs or expands anything for real.
+func (g *Gate) Check(script string) Verdict {
+	f, err := parse(script)
+	if err != nil {
+		return g.verdict(&finding{reason: ReasonParseError, line: errLine(err), col: errCol(err), why: err.Error()})
+	}
+	w := newWalker(g, script)
+	w.stmts(f.Stmts, nil)
+	return g.verdict(w.result())
+}
+
+func errLine(err error) int {
+	var pe syntax.ParseError
+	if errors.As(err, &pe) {
+		return int(pe.Pos.Line())
+	}
+	var le syntax.LangError
+	if errors.As(err, &le) {
+		return int(le.Pos.Line())
+	}
+	return 0
+}
+
+func errCol(err error) int {
+	var pe syntax.ParseError
+	if errors.As(err, &pe) {
+		return int(pe.Pos.Col())
+	}
+	var le syntax.LangError
+	if errors.As(err, &le) {
+		return int(le.Pos.Col())
+	}
+	return 0
+}

@@ -1,0 +1,653 @@
+package vmgate
+
+import (
+	"strings"
+)
+
+type gitKind int
+
+const (
+	gitRead gitKind = iota
+	gitWrite
+	gitUndecidable
+)
+
+// gitResult is the gate's reading of one git invocation.
+type gitResult struct {
+	kind gitKind
+	sub  string // the subcommand, or what disguises a write ("-c", an env name)
+	why  string
+}
+
+func (w *walker) git(args []field, c *callCtx) { w.gitRecord(w.analyzeGit(args, "", c), c) }
+
+// gitSub is git-add style: the subcommand is in the program's name.
+func (w *walker) gitSub(sub string, args []field, c *callCtx) {
+	w.gitRecord(w.analyzeGit(args, sub, c), c)
+}
+
+func (w *walker) gitRecord(r gitResult, c *callCtx) {
+	switch r.kind {
+	case gitWrite:
+		w.find(c, ReasonGitWrite, r.sub, r.why)
+	case gitUndecidable:
+		w.undecidable(c, r.why)
+	}
+}
+
+// gitWouldWrite judges the arguments of a word that may be git.
+func (w *walker) gitWouldWrite(args []field, c *callCtx) bool {
+	return w.analyzeGit(args, "", c).kind != gitRead
+}
+
+// Git's own options that take a separate value (git --help's list).
+var gitValueOpts = map[string]bool{
+	"-C": true, "-c": true, "--git-dir": true, "--work-tree": true, "--namespace": true,
+	"--super-prefix": true, "--config-env": true, "--attr-source": true, "--list-cmds": true,
+}
+
+// gitGlobalLen counts the leading words that are git's own options.
+func gitGlobalLen(args []field) int {
+	i := 0
+	for i < len(args) {
+		s := args[i].s
+		if args[i].dyn || len(s) < 2 || s[0] != '-' {
+			return i
+		}
+		if gitValueOpts[s] {
+			i++
+		}
+		i++
+	}
+	return min(i, len(args))
+}
+
+// gitWriteName says whether s names a git subcommand that is or may be a
+// write: the words that make a dynamic command word undecidable.
+func gitWriteName(s string) bool {
+	k, ok := gitTable[s]
+	return ok && k != kRead
+}
+
+func (w *walker) analyzeGit(args []field, dashed string, c *callCtx) gitResult {
+	if r, bad := w.gitEnv(c); bad {
+		return r
+	}
+	sub := dashed
+	rest := args
+	if sub == "" {
+		i := 0
+		for ; i < len(args); i++ {
+			a := args[i]
+			if a.dyn {
+				return gitResult{kind: gitUndecidable, why: "git's subcommand or options are only known at run time"}
+			}
+			s := a.s
+			if s == "" || s[0] != '-' {
+				break
+			}
+			switch {
+			case s == "-c" || s == "--config-env":
+				if i+1 < len(args) {
+					if r, bad := w.gitConfigParam(args[i+1], s == "--config-env", c); bad {
+						return r
+					}
+				}
+				i++
+			case strings.HasPrefix(s, "--config-env="):
+				if r, bad := w.gitConfigParam(field{s: s[len("--config-env="):]}, true, c); bad {
+					return r
+				}
+			case gitValueOpts[s]:
+				i++
+			case strings.HasPrefix(s, "--exec-path="):
+				return gitResult{kind: gitWrite, sub: "--exec-path", why: "git --exec-path=DIR makes git run the programs in DIR"}
+			case s == "-v" || s == "--version" || s == "-h" || s == "--help" || s == "--exec-path" ||
+				s == "--html-path" || s == "--man-path" || s == "--info-path":
+				return gitResult{} // prints and exits
+			}
+		}
+		if i >= len(args) {
+			if c.moreArgs {
+				return gitResult{kind: gitUndecidable, why: "git's subcommand comes from xargs' input"}
+			}
+			return gitResult{} // bare git prints its help
+		}
+		sub, rest = args[i].s, args[i+1:]
+	}
+	if w.g.rules != nil {
+		w.policy("git", append([]field{{s: sub}}, rest...), c)
+	}
+	return w.classify(sub, rest, c)
+}
+
+// gitEnv finds environment settings that make git run commands: those
+// holding shell code (GIT_PAGER, GIT_EDITOR, GIT_SSH_COMMAND) are read as
+// code; the others (GIT_CONFIG_* with such keys, GIT_EXTERNAL_DIFF,
+// GIT_EXEC_PATH) are writes in disguise.
+func (w *walker) gitEnv(c *callCtx) (gitResult, bool) {
+	for _, name := range []string{"GIT_PAGER", "PAGER", "GIT_EDITOR", "VISUAL", "EDITOR", "GIT_SEQUENCE_EDITOR", "GIT_SSH_COMMAND"} {
+		if f, ok := w.envLookup(c, name); ok {
+			w.code(f, c, nil, false)
+		}
+	}
+	for _, name := range []string{"GIT_EXTERNAL_DIFF", "GIT_EXEC_PATH"} {
+		if f, ok := w.envLookup(c, name); ok && f.s != "" {
+			return gitResult{kind: gitWrite, sub: name, why: name + " makes git run another program"}, true
+		}
+	}
+	if f, ok := w.envLookup(c, "GIT_CONFIG_PARAMETERS"); ok {
+		if f.dyn || configMentionsRunner(f.s) {
+			return gitResult{kind: gitWrite, sub: "GIT_CONFIG_PARAMETERS", why: "GIT_CONFIG_PARAMETERS sets configuration that makes git run commands"}, true
+		}
+	}
+	check := func(name string, f field) (gitResult, bool) {
+		if !strings.HasPrefix(name, "GIT_CONFIG_KEY_") {
+			return gitResult{}, false
+		}
+		if f.dyn || configRuns(f.s, "x") {
+			return gitResult{kind: gitWrite, sub: name, why: name + "=" + f.s + " sets configuration that makes git run commands"}, true
+		}
+		return gitResult{}, false
+	}
+	for _, e := range c.env {
+		if r, bad := check(e.name, e.v); bad {
+			return r, true
+		}
+	}
+	for name, v := range w.vars {
+		if r, bad := check(name, valueField(v)); bad {
+			return r, true
+		}
+	}
+	return gitResult{}, false
+}
+
+func valueField(v value) field {
+	if !v.known {
+		return field{s: string(dynMark), dyn: true, hint: v.hint}
+	}
+	if v.arr {
+		return field{s: strings.Join(v.list, " ")}
+	}
+	return field{s: v.s}
+}
+
+// envLookup finds a variable the command's environment may hold: set for
+// the command (FOO=x git, env FOO=x git) or earlier in the script.
+func (w *walker) envLookup(c *callCtx, name string) (field, bool) {
+	for i := len(c.env) - 1; i >= 0; i-- {
+		if c.env[i].name == name {
+			return c.env[i].v, true
+		}
+	}
+	if v, ok := w.vars[name]; ok {
+		return valueField(v), true
+	}
+	return field{}, false
+}
+
+// gitConfigParam judges git -c KEY=VALUE (or --config-env KEY=ENVVAR).
+func (w *walker) gitConfigParam(f field, fromEnv bool, c *callCtx) (gitResult, bool) {
+	key, val, _ := strings.Cut(f.s, "=")
+	if strings.IndexByte(key, dynMark) >= 0 {
+		return gitResult{kind: gitUndecidable, why: "git -c sets a key only known at run time"}, true
+	}
+	if !fromEnv && configCode(key, val) {
+		w.code(field{s: val, dyn: f.dyn}, c, nil, false)
+		return gitResult{}, false
+	}
+	if configRuns(key, val) {
+		return gitResult{kind: gitWrite, sub: "-c", why: "git -c " + key + " makes git run commands"}, true
+	}
+	return gitResult{}, false
+}
+
+// configCode names settings whose value git runs as shell code: the gate
+// reads the value as code instead of refusing the setting.
+func configCode(key, val string) bool {
+	k := strings.ToLower(key)
+	switch k {
+	case "core.pager", "core.editor", "sequence.editor", "core.sshcommand":
+		return true
+	}
+	return strings.HasPrefix(k, "pager.") && !isBool(val)
+}
+
+func isBool(v string) bool {
+	switch strings.ToLower(v) {
+	case "", "true", "false", "yes", "no", "on", "off", "0", "1":
+		return true
+	}
+	return false
+}
+
+// configRuns names settings that make git run commands: writes in
+// disguise (an alias can be `!git commit`, a hook path runs anything).
+func configRuns(key, val string) bool {
+	k := strings.ToLower(key)
+	first, _, _ := strings.Cut(k, ".")
+	last := k[strings.LastIndexByte(k, '.')+1:]
+	switch k {
+	case "core.fsmonitor":
+		return !isBool(val)
+	case "core.hookspath", "diff.external", "core.askpass", "core.gitproxy", "core.alternaterefscommand",
+		"credential.helper", "gpg.program", "uploadpack.packobjectshook", "imap.tunnel", "web.browser",
+		"include.path", "sendemail.smtpserver", "sendemail.sendmailcmd":
+		return true
+	}
+	switch first {
+	case "alias", "includeif", "hook":
+		return true
+	case "diff":
+		return last == "textconv" || last == "command"
+	case "filter":
+		return last == "clean" || last == "smudge" || last == "process"
+	case "merge":
+		return last == "driver"
+	case "credential":
+		return last == "helper"
+	case "gpg":
+		return last == "program"
+	case "remote":
+		return last == "uploadpack" || last == "receivepack" || last == "proxy"
+	case "difftool", "mergetool", "browser", "man", "trailer":
+		return last == "cmd" || last == "command"
+	case "submodule":
+		return last == "update"
+	}
+	return false
+}
+
+func configMentionsRunner(params string) bool {
+	for _, part := range strings.FieldsFunc(params, func(r rune) bool { return r == '\'' || r == ' ' }) {
+		key, val, _ := strings.Cut(part, "=")
+		if configRuns(key, val) {
+			return true
+		}
+	}
+	return false
+}
+
+type tableKind int
+
+const (
+	kRead tableKind = iota
+	kWrite
+	kArgs // read or write depending on the arguments
+)
+
+// gitTable is the policy: which subcommands write (change refs, index,
+// objects, config or remotes, or publish) and which only read. A
+// subcommand not listed may be an alias or a git-foo program: undecidable.
+var gitTable = map[string]tableKind{}
+
+func init() {
+	for _, s := range strings.Fields(`status log diff show blame annotate grep ls-files ls-tree ls-remote
+		cat-file rev-parse rev-list describe shortlog version for-each-ref show-ref merge-base
+		check-ignore check-attr check-ref-format check-mailmap fsck fsck-objects count-objects diff-files
+		diff-index diff-tree difftool help var verify-commit verify-tag verify-pack whatchanged
+		range-diff name-rev cherry format-patch archive request-pull show-branch get-tar-commit-id
+		column stripspace interpret-trailers patch-id mailinfo mailsplit fmt-merge-msg bugreport
+		diagnose show-index unpack-file upload-pack upload-archive clean merge-file pack-objects
+		pack-redundant fast-export credential credential-cache credential-store instaweb daemon
+		web--browse last-modified hook repo survey grep`) {
+		gitTable[s] = kRead
+	}
+	for _, s := range strings.Fields(`add stage commit push pull fetch clone init init-db checkout switch
+		restore reset merge rebase cherry-pick revert am rm mv update-ref update-index commit-tree
+		write-tree read-tree gc prune repack filter-branch filter-repo maintenance mktag mktree pack-refs
+		fast-import unpack-objects index-pack prune-packed checkout-index merge-tree merge-index
+		merge-one-file mergetool update-server-info receive-pack send-pack http-fetch http-push
+		fetch-pack send-email imap-send svn p4 cvsexportcommit cvsimport archimport quiltimport
+		subtree replay backfill citool gui`) {
+		gitTable[s] = kWrite
+	}
+	for _, s := range strings.Fields(`config tag branch apply stash remote notes symbolic-ref hash-object
+		worktree submodule reflog bundle rerere commit-graph multi-pack-index sparse-checkout replace
+		lfs bisect refs for-each-repo`) {
+		gitTable[s] = kArgs
+	}
+}
+
+// dryRun lists the options that make a write subcommand only report.
+var dryRun = map[string][]string{
+	"add": {"-n", "--dry-run"}, "rm": {"-n", "--dry-run"}, "mv": {"-n", "--dry-run"},
+	"commit": {"--dry-run"}, "push": {"-n", "--dry-run"}, "fetch": {"--dry-run"},
+	"prune": {"-n", "--dry-run"}, "clean": {"-n", "--dry-run"},
+}
+
+// gitArgs is a subcommand's arguments split into options and operands.
+type gitArgs struct {
+	opts []string
+	ops  []field
+	dyn  bool // a dynamic word, or more arguments from xargs: anything may follow
+}
+
+// splitArgs splits args; valueOpts lists the options that take a
+// separate value (" -m --message ").
+func splitArgs(args []field, valueOpts string, more bool) gitArgs {
+	g := gitArgs{dyn: more}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a.dyn {
+			g.dyn = true
+			continue
+		}
+		s := a.s
+		if s == "--" {
+			g.ops = append(g.ops, args[i+1:]...)
+			for _, f := range args[i+1:] {
+				g.dyn = g.dyn || f.dyn
+			}
+			break
+		}
+		if len(s) > 1 && s[0] == '-' {
+			g.opts = append(g.opts, s)
+			if strings.Contains(valueOpts, " "+s+" ") {
+				i++
+			}
+			continue
+		}
+		g.ops = append(g.ops, a)
+	}
+	return g
+}
+
+// has says whether an option was given: --long, --long=value, or a
+// letter of a short cluster (-df).
+func (g gitArgs) has(names ...string) bool {
+	for _, o := range g.opts {
+		for _, n := range names {
+			if o == n || strings.HasPrefix(n, "--") && strings.HasPrefix(o, n+"=") {
+				return true
+			}
+			if len(n) == 2 && len(o) > 2 && o[1] != '-' && strings.IndexByte(o[1:], n[1]) >= 0 && isLetters(o[1:]) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func isLetters(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !(s[i] >= 'a' && s[i] <= 'z' || s[i] >= 'A' && s[i] <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// first is the first operand: a subcommand's own subcommand (stash list).
+func (g gitArgs) first() (string, bool) {
+	if len(g.ops) == 0 {
+		return "", !g.dyn
+	}
+	if g.ops[0].dyn {
+		return "", false
+	}
+	return g.ops[0].s, true
+}
+
+func (w *walker) classify(sub string, rest []field, c *callCtx) gitResult {
+	write := gitResult{kind: gitWrite, sub: sub, why: "git " + sub + " writes to the repository"}
+	switch sub {
+	case "push", "send-email", "imap-send", "send-pack", "http-push":
+		write.why = "git " + sub + " publishes"
+	}
+	read := gitResult{}
+	undecided := gitResult{kind: gitUndecidable, why: "git " + sub + "'s arguments, which decide whether it writes, are only known at run time"}
+	if sub == "help" {
+		return read
+	}
+	for _, a := range rest {
+		if a.s == "--" {
+			break
+		}
+		if a.s == "--help" {
+			return read
+		}
+	}
+	if len(rest) > 0 && rest[0].s == "-h" {
+		return read
+	}
+	kind, ok := gitTable[sub]
+	if !ok {
+		return gitResult{kind: gitUndecidable, sub: sub, why: "git " + sub + " is not a git command the gate knows: it may be an alias"}
+	}
+	switch kind {
+	case kRead:
+		return read
+	case kWrite:
+		if opts := dryRun[sub]; opts != nil && splitArgs(rest, "", false).has(opts...) {
+			return read
+		}
+		return write
+	}
+	more := c.moreArgs
+	switch sub {
+	case "config":
+		g := splitArgs(rest, " -f --file --blob --type --default --comment --value ", more)
+		switch {
+		case g.has("--add", "--unset", "--unset-all", "--replace-all", "--rename-section", "--remove-section", "--edit", "-e"):
+			return write
+		case g.has("--get", "--get-all", "--get-regexp", "--get-urlmatch", "--get-color", "--get-colorbool", "--list", "-l"):
+			return read
+		}
+		if s, ok := g.first(); ok {
+			switch s {
+			case "list", "get":
+				return read
+			case "set", "unset", "rename-section", "remove-section", "edit":
+				return write
+			}
+		}
+		if g.dyn {
+			return undecided
+		}
+		if len(g.ops) >= 2 {
+			return write
+		}
+		return read
+	case "tag":
+		g := splitArgs(rest, " -m --message -F --file -u --local-user --contains --no-contains --merged --no-merged --points-at --sort --format --cleanup ", more)
+		switch {
+		case g.has("-d", "--delete"):
+			return write
+		case g.has("-l", "--list", "-v", "--verify"):
+			return read
+		case g.has("-a", "--annotate", "-s", "--sign", "-m", "--message", "-F", "--file", "-u", "--local-user", "-f", "--force", "-e", "--edit"):
+			return write
+		case g.dyn:
+			return undecided
+		case len(g.ops) > 0 && !g.has("--contains", "--no-contains", "--merged", "--no-merged", "--points-at"):
+			return write
+		}
+		return read
+	case "branch":
+		g := splitArgs(rest, " -u --set-upstream-to --contains --no-contains --merged --no-merged --points-at --sort --format ", more)
+		switch {
+		case g.has("-d", "-D", "--delete", "-m", "-M", "--move", "-c", "-C", "--copy", "-u", "--set-upstream-to", "--unset-upstream", "--edit-description", "--set-upstream"):
+			return write
+		case g.has("-l", "--list", "--show-current", "-a", "--all", "-r", "--remotes", "-v", "--verbose", "--contains", "--no-contains", "--merged", "--no-merged", "--points-at", "--format", "--sort"):
+			return read
+		case g.dyn:
+			return undecided
+		case len(g.ops) > 0:
+			return write
+		}
+		return read
+	case "apply":
+		g := splitArgs(rest, " -p -C --exclude --include --directory --whitespace -S ", more)
+		switch {
+		case g.has("--index", "--cached", "-3", "--3way", "--intent-to-add", "-N"):
+			return write
+		case g.dyn:
+			return undecided
+		}
+		return read
+	case "stash":
+		g := splitArgs(rest, "", more)
+		if s, ok := g.first(); !ok {
+			return undecided
+		} else if len(g.opts) == 0 || len(g.ops) > 0 {
+			if s == "list" || s == "show" {
+				return read
+			}
+		}
+		return write
+	case "remote":
+		g := splitArgs(rest, "", more)
+		s, ok := g.first()
+		switch {
+		case !ok:
+			return undecided
+		case s == "" || s == "show" || s == "get-url":
+			return read
+		}
+		return write
+	case "notes":
+		g := splitArgs(rest, " --ref ", more)
+		s, ok := g.first()
+		switch {
+		case !ok:
+			return undecided
+		case s == "" || s == "list" || s == "show" || s == "get-ref":
+			return read
+		}
+		return write
+	case "symbolic-ref":
+		g := splitArgs(rest, " -m ", more)
+		switch {
+		case g.has("-d", "--delete"):
+			return write
+		case g.dyn:
+			return undecided
+		case len(g.ops) >= 2:
+			return write
+		}
+		return read
+	case "hash-object":
+		g := splitArgs(rest, " -t --path ", more)
+		switch {
+		case g.has("-w"):
+			return write
+		case g.dyn:
+			return undecided
+		}
+		return read
+	case "worktree", "sparse-checkout":
+		s, ok := splitArgs(rest, "", more).first()
+		switch {
+		case !ok:
+			return undecided
+		case s == "" || s == "list":
+			return read
+		}
+		return write
+	case "submodule":
+		g := splitArgs(rest, "", more)
+		s, ok := g.first()
+		switch {
+		case !ok:
+			return undecided
+		case s == "" || s == "status" || s == "summary":
+			return read
+		case s == "foreach":
+			// git submodule foreach CMD runs CMD with sh in every submodule.
+			for i, a := range rest {
+				if a.s == "foreach" {
+					j := i + 1
+					for j < len(rest) && strings.HasPrefix(rest[j].s, "-") {
+						j++
+					}
+					w.code(joinFields(rest[j:]), c, nil, false)
+					break
+				}
+			}
+			return read
+		}
+		return write
+	case "reflog":
+		s, ok := splitArgs(rest, "", more).first()
+		switch {
+		case s == "expire" || s == "delete" || s == "drop":
+			return write
+		case !ok && s == "":
+			return undecided
+		}
+		return read
+	case "bundle":
+		s, ok := splitArgs(rest, "", more).first()
+		switch {
+		case s == "unbundle":
+			return write
+		case !ok:
+			return undecided
+		}
+		return read
+	case "rerere":
+		s, ok := splitArgs(rest, "", more).first()
+		switch {
+		case !ok:
+			return undecided
+		case s == "status" || s == "diff" || s == "remaining":
+			return read
+		}
+		return write
+	case "commit-graph", "multi-pack-index":
+		s, ok := splitArgs(rest, " --object-dir ", more).first()
+		switch {
+		case !ok:
+			return undecided
+		case s == "verify" || s == "":
+			return read
+		}
+		return write
+	case "replace":
+		g := splitArgs(rest, " --format ", more)
+		switch {
+		case g.has("-l", "--list"):
+			return read
+		case g.dyn:
+			return undecided
+		case len(g.ops) == 0 && !g.has("-d", "--delete", "--edit", "--graft", "--convert-graft-file"):
+			return read
+		}
+		return write
+	case "bisect":
+		s, ok := splitArgs(rest, "", more).first()
+		switch {
+		case !ok:
+			return undecided
+		case s == "" || s == "log" || s == "view" || s == "visualize" || s == "terms" || s == "help":
+			return read
+		}
+		return write
+	case "refs":
+		s, ok := splitArgs(rest, "", more).first()
+		switch {
+		case !ok:
+			return undecided
+		case s == "verify" || s == "list" || s == "exists" || s == "":
+			return read
+		}
+		return write
+	case "lfs":
+		s, ok := splitArgs(rest, "", more).first()
+		switch {
+		case !ok:
+			return undecided
+		case s == "" || s == "ls-files" || s == "status" || s == "env" || s == "version" || s == "logs" ||
+			s == "fsck" || s == "pointer" || s == "track" || s == "untrack" || s == "locks" || s == "help":
+			return read
+		}
+		write.sub = "lfs " + s
+		write.why = "git lfs " + s + " writes to the repository"
+		return write
+	case "for-each-repo":
+		return gitResult{kind: gitUndecidable, sub: sub, why: "git for-each-repo runs git commands named in configuration"}
+	}
+	return undecided
+}

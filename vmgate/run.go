@@ -1,0 +1,847 @@
+package vmgate
+
+import (
+	"slices"
+	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// exec decides one command as bash would run it: argv are its fields
+// after expansion. Commands that run other commands are unwrapped.
+func (w *walker) exec(argv []field, c *callCtx) {
+	if w.done || len(argv) == 0 {
+		return
+	}
+	w.steps++
+	if w.steps > maxSteps {
+		w.undecidable(c, "the script is too large or nests too deep to read")
+		w.done = true
+		return
+	}
+	head := argv[0]
+	base, ok := commandName(head)
+	if !ok {
+		w.dynamicCommand(argv, c)
+		return
+	}
+	plain := !strings.Contains(head.s, "/")
+	if plain && w.expandAliases && !head.quoted && c.callWord != nil {
+		if v, ok := w.aliases[head.s]; ok {
+			w.alias(v, c)
+			return
+		}
+	}
+	if plain && !c.noFunc {
+		if body, ok := w.funcs[head.s]; ok {
+			w.callFunc(head.s, body, argv[1:])
+			return
+		}
+	}
+	args := argv[1:]
+	if strings.HasPrefix(base, "git-") && len(base) > 4 {
+		w.gitSub(base[4:], args, c)
+		return
+	}
+	if base != "git" && w.g.rules != nil {
+		w.policy(base, args, c)
+	}
+	// From here on the word is not the one the script wrote: an alias or
+	// function of the same name does not apply to a wrapped command.
+	inner := *c
+	inner.noFunc = true
+	inner.callWord = nil
+	switch base {
+	case "git":
+		w.git(args, c)
+	case "bash", "sh", "dash", "zsh", "ksh", "ash", "mksh", "rbash":
+		w.shell(args, c)
+	case "busybox":
+		w.exec(args, &inner)
+	case "eval":
+		w.code(joinFields(args), c, nil, true)
+	case "trap":
+		w.trap(args, c)
+	case "source", ".":
+		if len(args) > 0 && args[0].proc != nil {
+			w.code(field{s: *args[0].proc}, c, nil, true)
+		}
+	case "su", "runuser":
+		w.su(base, args, c)
+	case "sudo":
+		w.sudo(args, &inner, optSpec{short: "CDghprRtTuU", long: []string{"user", "group", "chdir", "close-from", "host", "prompt", "role", "type", "command-timeout", "other-user", "chroot"}}, "elvVK")
+	case "doas":
+		w.sudo(args, &inner, optSpec{short: "uC"}, "L")
+	case "env":
+		w.env(args, &inner)
+	case "command":
+		i, ok := skipOpts(args, optSpec{})
+		for _, a := range args[:i] {
+			if strings.ContainsAny(a.s, "vV") {
+				return // command -v and -V only print
+			}
+		}
+		w.wrapped(args, i, ok, &inner)
+	case "builtin", "nohup", "setsid", "unbuffer", "chronic":
+		i, ok := skipOpts(args, optSpec{})
+		w.wrapped(args, i, ok, &inner)
+	case "exec":
+		i, ok := skipOpts(args, optSpec{short: "a"})
+		w.wrapped(args, i, ok, &inner)
+	case "nice":
+		i, ok := skipOpts(args, optSpec{short: "n", long: []string{"adjustment"}})
+		w.wrapped(args, i, ok, &inner)
+	case "time":
+		i, ok := skipOpts(args, optSpec{short: "fo", long: []string{"format", "output"}})
+		w.wrapped(args, i, ok, &inner)
+	case "timeout":
+		i, ok := skipOpts(args, optSpec{short: "sk", long: []string{"signal", "kill-after"}})
+		w.wrapped(args, i+1, ok, &inner) // the duration, then the command
+	case "stdbuf":
+		i, ok := skipOpts(args, optSpec{short: "ioe", long: []string{"input", "output", "error"}})
+		w.wrapped(args, i, ok, &inner)
+	case "ionice":
+		i, ok := skipOpts(args, optSpec{short: "cnp", long: []string{"class", "classdata", "pid", "pgid", "uid"}})
+		for _, a := range args[:i] {
+			if a.s == "-p" || a.s == "-P" || a.s == "-u" || strings.HasPrefix(a.s, "--pid") || strings.HasPrefix(a.s, "--pgid") || strings.HasPrefix(a.s, "--uid") {
+				return // changes running processes, runs nothing
+			}
+		}
+		w.wrapped(args, i, ok, &inner)
+	case "taskset":
+		i, ok := skipOpts(args, optSpec{})
+		for _, a := range args[:i] {
+			if strings.Contains(a.s, "p") {
+				return
+			}
+		}
+		w.wrapped(args, i+1, ok, &inner)
+	case "chroot":
+		i, ok := skipOpts(args, optSpec{long: []string{"userspec", "groups"}})
+		if ok && i+1 >= len(args) {
+			w.stdinShell(c) // chroot DIR alone starts a shell
+			return
+		}
+		w.wrapped(args, i+1, ok, &inner)
+	case "flock":
+		w.flock(args, &inner)
+	case "xargs":
+		w.xargs(args, &inner)
+	case "find":
+		w.findExec(args, &inner)
+	case "watch":
+		i, ok := skipOpts(args, optSpec{short: "nq", long: []string{"interval"}})
+		if !ok || i >= len(args) {
+			w.wrapped(args, i, ok, &inner)
+			return
+		}
+		for _, a := range args[:i] {
+			if a.s == "-x" || a.s == "--exec" {
+				w.exec(args[i:], &inner)
+				return
+			}
+		}
+		w.code(joinFields(args[i:]), c, nil, true) // watch runs sh -c
+	case "alias":
+		w.defineAlias(args)
+	case "shopt":
+		if slices.ContainsFunc(args, func(f field) bool { return f.s == "-s" }) &&
+			slices.ContainsFunc(args, func(f field) bool { return f.s == "expand_aliases" }) {
+			w.expandAliases = true
+		}
+	case "set":
+		w.set(args)
+	case "unset":
+		for _, a := range args {
+			if !strings.HasPrefix(a.s, "-") && !a.dyn {
+				w.setVar(a.s, value{known: true})
+			}
+		}
+	case "read", "mapfile", "readarray", "getopts":
+		for _, a := range args {
+			if !strings.HasPrefix(a.s, "-") && !a.dyn && isName(a.s) {
+				w.setVar(a.s, value{})
+			}
+		}
+	case "printf":
+		if len(args) >= 2 && args[0].s == "-v" {
+			w.setVar(args[1].s, value{})
+			return
+		}
+		out, ok := printfOutput(args)
+		w.produce(c, out, ok)
+	case "echo":
+		out, ok := echoOutput(args)
+		w.produce(c, out, ok)
+	case "cat":
+		if c.capture != nil && (len(args) == 0 || len(args) == 1 && args[0].s == "-") && c.stdin != nil {
+			*c.capture = *c.stdin
+		}
+	}
+}
+
+func (w *walker) produce(c *callCtx, text string, ok bool) {
+	if c.capture != nil && ok {
+		*c.capture = input{known: true, text: text}
+	}
+}
+
+// commandName is the name bash looks up for a command word: the last path
+// element, known only if nothing in it is dynamic or a glob.
+func commandName(f field) (string, bool) {
+	if f.glob {
+		return "", false
+	}
+	base := f.s
+	if i := strings.LastIndexByte(base, '/'); i >= 0 {
+		base = base[i+1:]
+	}
+	if base == "" || strings.IndexByte(base, dynMark) >= 0 {
+		return "", false
+	}
+	return base, true
+}
+
+func joinFields(fs []field) field {
+	var out field
+	parts := make([]string, len(fs))
+	for i, f := range fs {
+		parts[i] = f.s
+		out.dyn = out.dyn || f.dyn
+		out.hint += f.hint
+	}
+	out.s = strings.Join(parts, " ")
+	return out
+}
+
+// mentionsGit says whether text holds "git" as a command name would:
+// not inside a longer word (digit, gitlab), but git, /usr/bin/git, git-add.
+func mentionsGit(s string) bool {
+	for i := 0; ; {
+		j := strings.Index(strings.ToLower(s[i:]), "git")
+		if j < 0 {
+			return false
+		}
+		j += i
+		before := j == 0 || !isWordByte(s[j-1])
+		after := j+3 >= len(s) || !isWordByte(s[j+3]) || s[j+3] == '-'
+		if before && after {
+			return true
+		}
+		i = j + 3
+	}
+}
+
+func isWordByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
+}
+
+// standalone names a git write subcommand that is also a common program:
+// after a dynamic word ($SUDO rm -rf build) it is read as that program.
+var standalone = map[string]bool{"rm": true, "mv": true, "init": true, "apply": true}
+
+// dynamicCommand applies the undecidable rule to a command word whose
+// value is only known at run time.
+func (w *walker) dynamicCommand(argv []field, c *callCtx) {
+	head := argv[0]
+	if head.param == "SHELL" || head.param == "BASH" {
+		w.shell(argv[1:], c)
+		return
+	}
+	if mentionsGit(strings.ReplaceAll(head.s, string(dynMark), " ")) || mentionsGit(head.hint) {
+		// It may well be git: judge its arguments as git's.
+		if w.gitWouldWrite(argv[1:], c) {
+			w.undecidable(c, "its command word is only known at run time and may be git")
+		}
+		return
+	}
+	// It may expand to nothing, or to a wrapper such as $SUDO: the rest
+	// may be a command of its own, or the arguments of a hidden git.
+	rest := argv[1:]
+	j := gitGlobalLen(rest)
+	if j < len(rest) && !rest[j].dyn && gitWriteName(rest[j].s) && !(j == 0 && standalone[rest[j].s]) {
+		w.undecidable(c, "its command word is only known at run time and its arguments look like a git write")
+		return
+	}
+	inner := *c
+	inner.noFunc = true
+	inner.callWord = nil
+	w.exec(rest, &inner)
+}
+
+// optSpec says which options of a command take a value.
+type optSpec struct {
+	short string   // -u USER
+	long  []string // --user USER (--user=USER needs no entry)
+}
+
+// skipOpts returns the index of the first operand. ok is false when a
+// dynamic word stands among the options: it may be the command itself.
+func skipOpts(args []field, sp optSpec) (int, bool) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a.dyn {
+			return i, false
+		}
+		s := a.s
+		if s == "--" {
+			return i + 1, true
+		}
+		if len(s) < 2 || s[0] != '-' {
+			return i, true
+		}
+		if s[1] == '-' {
+			if !strings.Contains(s, "=") && slices.Contains(sp.long, s[2:]) {
+				i++
+			}
+			continue
+		}
+		for j := 1; j < len(s); j++ {
+			if strings.IndexByte(sp.short, s[j]) >= 0 {
+				if j == len(s)-1 {
+					i++
+				}
+				break
+			}
+		}
+	}
+	return len(args), true
+}
+
+// wrapped runs args[i:] as a command; a dynamic word among the wrapper's
+// options is judged as a dynamic command word.
+func (w *walker) wrapped(args []field, i int, ok bool, c *callCtx) {
+	if !ok {
+		w.dynamicCommand(args[i:], c)
+		return
+	}
+	if i < len(args) {
+		w.exec(args[i:], c)
+	}
+}
+
+func isName(s string) bool {
+	if s == "" || s[0] >= '0' && s[0] <= '9' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// assignment splits NAME=VALUE as env and sudo take it.
+func assignment(f field) (string, field, bool) {
+	i := strings.IndexByte(f.s, '=')
+	if i <= 0 || !isName(f.s[:i]) {
+		return "", field{}, false
+	}
+	return f.s[:i], field{s: f.s[i+1:], dyn: f.dyn, hint: f.hint}, true
+}
+
+// shell handles bash, sh, dash, zsh...: -c STRING (flags may be combined:
+// -lc, -ec, -xc), a script file (not seen), or a script read from stdin.
+func (w *walker) shell(args []field, c *callCtx) {
+	cmode, smode := false, false
+	i := 0
+loop:
+	for ; i < len(args); i++ {
+		a := args[i]
+		if a.dyn {
+			w.undecidable(c, "the shell's options are only known at run time")
+			return
+		}
+		s := a.s
+		switch {
+		case s == "--" || s == "-":
+			i++
+			break loop
+		case s == "--rcfile" || s == "--init-file":
+			i++
+		case strings.HasPrefix(s, "--"):
+		case len(s) > 1 && (s[0] == '-' || s[0] == '+'):
+			for _, ch := range s[1:] {
+				switch ch {
+				case 'c':
+					cmode = true
+				case 's':
+					smode = true
+				case 'o', 'O':
+					i++ // -o pipefail
+				}
+			}
+		default:
+			break loop
+		}
+	}
+	rest := args[min(i, len(args)):]
+	switch {
+	case cmode:
+		if len(rest) == 0 {
+			return
+		}
+		var pos []field
+		if len(rest) > 2 {
+			pos = rest[2:]
+		}
+		w.code(rest[0], c, pos, false)
+	case !smode && len(rest) > 0:
+		// A script file: the gate does not read files, but it does read
+		// a process substitution it can see (bash <(echo ...)).
+		if rest[0].proc != nil {
+			w.code(field{s: *rest[0].proc}, c, rest[1:], false)
+		}
+	default:
+		w.stdinShell(c)
+	}
+}
+
+// stdinShell judges a shell that reads its script from standard input: a
+// here-document, a here-string, or a pipe from echo or printf.
+func (w *walker) stdinShell(c *callCtx) {
+	if c.stdin != nil && c.stdin.known {
+		w.code(field{s: c.stdin.text, dyn: strings.IndexByte(c.stdin.text, dynMark) >= 0}, c, nil, true)
+	}
+}
+
+// code parses a string again as shell code (bash -c, eval, trap, su -c)
+// and walks it. Parts only known at run time become placeholders: a
+// placeholder standing as a command word is a dynamic command word.
+func (w *walker) code(f field, c *callCtx, pos []field, keepPos bool) {
+	if w.done {
+		return
+	}
+	text := f.s
+	if strings.TrimSpace(strings.ReplaceAll(text, string(dynMark), "")) == "" {
+		if f.dyn || strings.IndexByte(text, dynMark) >= 0 {
+			w.undecidable(c, "it runs code built at run time")
+		}
+		return
+	}
+	if w.depth >= maxDepth {
+		w.undecidable(c, "it nests strings run as code too deep")
+		return
+	}
+	hasDyn := strings.IndexByte(text, dynMark) >= 0
+	src := text
+	if hasDyn {
+		src = strings.ReplaceAll(text, string(dynMark), placeholder)
+	}
+	file, err := parse(src)
+	if err != nil {
+		line, col, txt := w.where(c.node)
+		w.record(&finding{reason: ReasonParseError, line: line, col: col, text: txt, why: "in a string run as code: " + err.Error()})
+		w.done = true
+		return
+	}
+	saved := *w
+	if w.depth == 0 {
+		w.oline, w.ocol, _ = w.where(c.node)
+	}
+	w.depth++
+	w.src = src
+	w.placeholders = w.placeholders || hasDyn
+	if !keepPos {
+		w.pos, w.posKnown = pos, true
+	}
+	w.stmts(file.Stmts, c.capture)
+	w.depth, w.src, w.placeholders = saved.depth, saved.src, saved.placeholders
+	w.oline, w.ocol = saved.oline, saved.ocol
+	w.pos, w.posKnown = saved.pos, saved.posKnown
+}
+
+func (w *walker) callFunc(name string, body *syntax.Stmt, args []field) {
+	if w.calls >= maxCalls || w.calling[name] {
+		return
+	}
+	if w.calling == nil {
+		w.calling = map[string]bool{}
+	}
+	w.calling[name] = true
+	w.calls++
+	pos, known := w.pos, w.posKnown
+	w.pos, w.posKnown = args, true
+	w.stmt(body, nil, nil)
+	w.pos, w.posKnown = pos, known
+	w.calls--
+	delete(w.calling, name)
+}
+
+func (w *walker) defineAlias(args []field) {
+	for _, a := range args {
+		i := strings.IndexByte(a.s, '=')
+		if i <= 0 {
+			continue
+		}
+		if w.aliases == nil {
+			w.aliases = map[string]value{}
+		}
+		w.aliases[a.s[:i]] = value{s: a.s[i+1:], known: !a.dyn}
+	}
+}
+
+// alias expands an alias the script defined (with expand_aliases on) by
+// parsing its value followed by the rest of the command as code.
+func (w *walker) alias(v value, c *callCtx) {
+	if !v.known {
+		w.undecidable(c, "it calls an alias whose value is only known at run time")
+		return
+	}
+	rest := ""
+	if ce := c.call; ce != nil {
+		a, b := int(c.callWord.End().Offset()), int(ce.End().Offset())
+		if a <= b && b <= len(w.src) {
+			rest = w.src[a:b]
+		}
+	}
+	delete(w.aliases, c.callWord.Lit()) // an alias is not expanded within itself
+	w.code(field{s: v.s + rest}, c, nil, true)
+}
+
+func (w *walker) set(args []field) {
+	for i, a := range args {
+		if a.s == "--" {
+			w.pos, w.posKnown = slices.Clone(args[i+1:]), true
+			return
+		}
+		if !strings.HasPrefix(a.s, "-") && !strings.HasPrefix(a.s, "+") {
+			w.pos, w.posKnown = slices.Clone(args[i:]), true
+			return
+		}
+		if a.s == "-o" || a.s == "+o" {
+			if i+1 < len(args) && args[i+1].s != "--" {
+				return
+			}
+		}
+	}
+}
+
+func (w *walker) trap(args []field, c *callCtx) {
+	if len(args) > 0 && args[0].s == "--" {
+		args = args[1:]
+	}
+	if len(args) == 0 || strings.HasPrefix(args[0].s, "-") && !args[0].dyn {
+		return // trap -l, trap -p, trap - SIG
+	}
+	w.code(args[0], c, nil, true)
+}
+
+func (w *walker) su(name string, args []field, c *callCtx) {
+	for i := 0; i < len(args); i++ {
+		s := args[i].s
+		switch {
+		case s == "-c" || s == "--command" || s == "--session-command" ||
+			len(s) > 2 && s[0] == '-' && s[1] != '-' && s[len(s)-1] == 'c':
+			if i+1 < len(args) {
+				w.code(args[i+1], c, nil, false)
+			}
+			return
+		case strings.HasPrefix(s, "--command=") || strings.HasPrefix(s, "--session-command="):
+			f := args[i]
+			f.s = s[strings.IndexByte(s, '=')+1:]
+			w.code(f, c, nil, false)
+			return
+		case s == "-s" || s == "--shell" || s == "-g" || s == "--group" || s == "-G" || s == "--supp-group" || s == "-w" || s == "--whitelist-environment":
+			i++
+		case name == "runuser" && (s == "-u" || s == "--user"):
+			j := i + 2
+			if j < len(args) && args[j].s == "--" {
+				j++
+			}
+			inner := *c
+			inner.noFunc = true
+			inner.callWord = nil
+			if j < len(args) {
+				w.exec(args[j:], &inner)
+			}
+			return
+		}
+	}
+	w.stdinShell(c)
+}
+
+func (w *walker) sudo(args []field, c *callCtx, sp optSpec, noRun string) {
+	i, ok := skipOpts(args, sp)
+	shellMode := false
+	for _, a := range args[:i] {
+		s := a.s
+		if strings.HasPrefix(s, "--") {
+			switch s {
+			case "--edit", "--list", "--validate", "--version", "--remove-timestamp", "--help":
+				return
+			case "--shell", "--login":
+				shellMode = true
+			}
+			continue
+		}
+		if len(s) > 1 && s[0] == '-' {
+			for j := 1; j < len(s); j++ {
+				if strings.IndexByte(sp.short, s[j]) >= 0 {
+					break
+				}
+				if strings.IndexByte(noRun, s[j]) >= 0 {
+					return
+				}
+				if s[j] == 's' || s[j] == 'i' {
+					shellMode = true
+				}
+			}
+		}
+	}
+	if !ok {
+		w.dynamicCommand(args[i:], c)
+		return
+	}
+	for i < len(args) {
+		name, v, ok := assignment(args[i])
+		if !ok {
+			break
+		}
+		c.env = append(slices.Clip(c.env), envVar{name, v})
+		i++
+	}
+	if i >= len(args) {
+		if shellMode {
+			w.stdinShell(c)
+		}
+		return
+	}
+	w.exec(args[i:], c)
+}
+
+func (w *walker) env(args []field, c *callCtx) {
+	i := 0
+	for ; i < len(args); i++ {
+		a := args[i]
+		s := a.s
+		if name, v, ok := assignment(a); ok {
+			c.env = append(slices.Clip(c.env), envVar{name, v})
+			continue
+		}
+		if a.dyn {
+			w.dynamicCommand(args[i:], c)
+			return
+		}
+		switch {
+		case s == "--":
+		case s == "-u" || s == "--unset" || s == "-C" || s == "--chdir" || s == "-a" || s == "--argv0":
+			i++
+		case s == "-S" || s == "--split-string":
+			if i+1 < len(args) {
+				w.code(joinFields(args[i+1:]), c, nil, true)
+			}
+			return
+		case strings.HasPrefix(s, "--split-string="):
+			f := joinFields(append([]field{{s: s[len("--split-string="):], dyn: a.dyn}}, args[i+1:]...))
+			w.code(f, c, nil, true)
+			return
+		case strings.HasPrefix(s, "--") || s == "-":
+		case strings.HasPrefix(s, "-"):
+			if k := strings.IndexByte(s, 'S'); k > 0 {
+				f := joinFields(append([]field{{s: s[k+1:], dyn: a.dyn}}, args[i+1:]...))
+				w.code(f, c, nil, true)
+				return
+			}
+			if last := s[len(s)-1]; last == 'u' || last == 'C' || last == 'a' {
+				i++
+			}
+		default:
+			w.exec(args[i:], c)
+			return
+		}
+	}
+}
+
+func (w *walker) flock(args []field, c *callCtx) {
+	i, ok := skipOpts(args, optSpec{short: "wEc", long: []string{"timeout", "conflict-exit-code", "command"}})
+	for j := 0; j < i && j < len(args); j++ {
+		if s := args[j].s; s == "-c" || s == "--command" {
+			if j+1 < len(args) {
+				w.code(args[j+1], c, nil, false)
+			}
+			return
+		}
+	}
+	if !ok {
+		w.dynamicCommand(args[i:], c)
+		return
+	}
+	// flock FILE -c STRING or flock FILE CMD ARGS...
+	if i+1 < len(args) {
+		if s := args[i+1].s; s == "-c" || s == "--command" {
+			if i+2 < len(args) {
+				w.code(args[i+2], c, nil, false)
+			}
+			return
+		}
+		w.exec(args[i+1:], c)
+	}
+}
+
+func (w *walker) xargs(args []field, c *callCtx) {
+	repl := ""
+	i := 0
+	for ; i < len(args); i++ {
+		a := args[i]
+		s := a.s
+		if a.dyn {
+			w.dynamicCommand(args[i:], c)
+			return
+		}
+		if s == "--" {
+			i++
+			break
+		}
+		if len(s) < 2 || s[0] != '-' {
+			break
+		}
+		switch {
+		case s == "-I" || s == "--replace":
+			if s == "--replace" {
+				repl = "{}"
+				continue
+			}
+			if i+1 < len(args) {
+				repl = args[i+1].s
+			}
+			i++
+		case strings.HasPrefix(s, "--replace="):
+			repl = s[len("--replace="):]
+		case strings.HasPrefix(s, "-I"):
+			repl = s[2:]
+		case strings.HasPrefix(s, "-i"):
+			repl = s[2:]
+			if repl == "" {
+				repl = "{}"
+			}
+		case strings.HasPrefix(s, "--"):
+			if !strings.Contains(s, "=") && slices.Contains([]string{"arg-file", "delimiter", "eof", "max-lines", "max-args", "max-procs", "max-chars", "process-slot-var"}, s[2:]) {
+				i++
+			}
+		default:
+			// -e, -l take an attached value only; -a -d -E -L -n -P -s a value.
+			for j := 1; j < len(s); j++ {
+				if s[j] == 'e' || s[j] == 'l' {
+					break
+				}
+				if strings.IndexByte("adELnPs", s[j]) >= 0 {
+					if j == len(s)-1 {
+						i++
+					}
+					break
+				}
+			}
+		}
+	}
+	if i >= len(args) {
+		return // xargs alone runs echo
+	}
+	rest := slices.Clone(args[i:])
+	if repl != "" {
+		for k := range rest {
+			if strings.Contains(rest[k].s, repl) {
+				rest[k].s = strings.ReplaceAll(rest[k].s, repl, string(dynMark))
+				rest[k].dyn = true
+			}
+		}
+	} else {
+		c.moreArgs = true
+	}
+	c.stdin = nil
+	w.exec(rest, c)
+}
+
+func (w *walker) findExec(args []field, c *callCtx) {
+	for i := 0; i < len(args); i++ {
+		switch args[i].s {
+		case "-exec", "-execdir", "-ok", "-okdir":
+			j := i + 1
+			for j < len(args) && args[j].s != ";" && args[j].s != "+" {
+				j++
+			}
+			cmd := slices.Clone(args[i+1 : j])
+			for k := range cmd {
+				if strings.Contains(cmd[k].s, "{}") {
+					cmd[k].s = strings.ReplaceAll(cmd[k].s, "{}", string(dynMark))
+					cmd[k].dyn = true
+				}
+			}
+			inner := *c
+			inner.env = nil
+			w.exec(cmd, &inner)
+			if w.done {
+				return
+			}
+			i = j
+		}
+	}
+}
+
+func echoOutput(args []field) (string, bool) {
+	i := 0
+	for i < len(args) && (args[i].s == "-n" || args[i].s == "-e" || args[i].s == "-E" || args[i].s == "-ne" || args[i].s == "-en") {
+		i++
+	}
+	return joinFields(args[i:]).s + "\n", true
+}
+
+// printfOutput renders the common printf forms (%s, %b, %d, escapes);
+// anything else is not followed.
+func printfOutput(args []field) (string, bool) {
+	if len(args) > 0 && args[0].s == "--" {
+		args = args[1:]
+	}
+	if len(args) == 0 {
+		return "", false
+	}
+	format, rest := args[0].s, args[1:]
+	var b strings.Builder
+	for {
+		k := 0
+		for i := 0; i < len(format); i++ {
+			ch := format[i]
+			if ch == '\\' && i+1 < len(format) {
+				i++
+				switch format[i] {
+				case 'n':
+					b.WriteByte('\n')
+				case 't':
+					b.WriteByte('\t')
+				case '\\':
+					b.WriteByte('\\')
+				default:
+					b.WriteByte('\\')
+					b.WriteByte(format[i])
+				}
+				continue
+			}
+			if ch != '%' {
+				b.WriteByte(ch)
+				continue
+			}
+			if i+1 >= len(format) {
+				return "", false
+			}
+			i++
+			switch format[i] {
+			case '%':
+				b.WriteByte('%')
+			case 's', 'b', 'd':
+				if k < len(rest) {
+					b.WriteString(rest[k].s)
+				}
+				k++
+			default:
+				return "", false
+			}
+		}
+		if k == 0 || k >= len(rest) {
+			break
+		}
+		rest = rest[k:]
+	}
+	return b.String(), true
+}

@@ -1,0 +1,572 @@
+package vmgate
+
+import (
+	"maps"
+	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// Limits that keep every decision short whatever the input: strings run
+// as code are parsed again at most maxDepth deep, function calls are
+// followed at most maxCalls deep, and a script that needs more than
+// maxSteps statements visited is refused as undecidable.
+const (
+	maxDepth = 8
+	maxCalls = 8
+	maxSteps = 20000
+)
+
+// walker reads one script in the order bash would run it.
+type walker struct {
+	g   *Gate
+	src string // the text being walked, for the refused command's text
+
+	depth        int // strings parsed again as code
+	placeholders bool
+	oline, ocol  int // position of the outermost command when depth > 0
+
+	vars     map[string]value
+	ifs      bool
+	pos      []field // positional parameters $1...
+	posKnown bool
+
+	funcs         map[string]*syntax.Stmt
+	calls         int
+	calling       map[string]bool
+	aliases       map[string]value
+	expandAliases bool
+
+	steps int
+	gitW  *finding
+	pol   *finding
+	undec *finding
+	done  bool
+}
+
+func newWalker(g *Gate, src string) *walker {
+	return &walker{g: g, src: src}
+}
+
+// result is the first git write, else the first policy denial, else the
+// first undecidable command: a certain write is named over a doubt.
+func (w *walker) result() *finding {
+	switch {
+	case w.gitW != nil:
+		return w.gitW
+	case w.pol != nil:
+		return w.pol
+	}
+	return w.undec
+}
+
+func (w *walker) record(f *finding) {
+	switch f.reason {
+	case ReasonGitWrite:
+		if w.gitW == nil {
+			w.gitW = f
+		}
+		// Nothing after the first git write can change the verdict.
+		w.done = true
+	case ReasonPolicy:
+		if w.pol == nil {
+			w.pol = f
+		}
+	default:
+		if w.undec == nil {
+			w.undec = f
+		}
+	}
+}
+
+// where locates a node: in a string parsed again as code, the outer
+// command that runs the string, since inner positions mean nothing to the
+// script's author.
+func (w *walker) where(n syntax.Node) (int, int, string) {
+	text := ""
+	if n != nil {
+		a, b := int(n.Pos().Offset()), int(n.End().Offset())
+		if a >= 0 && b <= len(w.src) && a <= b {
+			text = w.src[a:b]
+		}
+		if w.placeholders {
+			text = strings.ReplaceAll(text, placeholder, "${...}")
+		}
+	}
+	if w.depth > 0 || n == nil {
+		return w.oline, w.ocol, text
+	}
+	return int(n.Pos().Line()), int(n.Pos().Col()), text
+}
+
+func (w *walker) find(c *callCtx, reason Reason, git, why string) {
+	line, col, text := w.where(c.node)
+	w.record(&finding{reason: reason, git: git, line: line, col: col, text: text, why: why})
+}
+
+func (w *walker) undecidable(c *callCtx, why string) {
+	w.find(c, ReasonUndecidable, "", why)
+}
+
+func (w *walker) stmts(list []*syntax.Stmt, capture *input) {
+	for _, s := range list {
+		if w.done {
+			return
+		}
+		// Only a lone command's output is known: two would interleave.
+		var cp *input
+		if len(list) == 1 {
+			cp = capture
+		}
+		w.stmt(s, nil, cp)
+	}
+}
+
+// input is what a command reads on its standard input: static text (which
+// may hold dynMark) when known, else data the gate cannot see.
+type input struct {
+	known bool
+	text  string
+}
+
+func (w *walker) stmt(s *syntax.Stmt, stdin, capture *input) {
+	if w.done {
+		return
+	}
+	w.steps++
+	if w.steps > maxSteps {
+		w.record(&finding{reason: ReasonUndecidable, line: w.oline, col: w.ocol, why: "the script is too large or nests too deep to read"})
+		w.done = true
+		return
+	}
+	if ce, ok := s.Cmd.(*syntax.CallExpr); ok {
+		w.call(ce, s, stdin, capture)
+		return
+	}
+	// A compound command's redirections are set up before its body runs.
+	w.redirs(s.Redirs)
+	switch c := s.Cmd.(type) {
+	case *syntax.Block:
+		w.stmts(c.Stmts, capture)
+	case *syntax.Subshell:
+		w.scoped(func() { w.stmts(c.Stmts, capture) })
+	case *syntax.BinaryCmd:
+		switch c.Op {
+		case syntax.Pipe, syntax.PipeAll:
+			// Each side of a pipe runs in a subshell; the left side's
+			// output is the right side's input.
+			var out input
+			w.scoped(func() { w.stmt(c.X, stdin, &out) })
+			w.scoped(func() { w.stmt(c.Y, &out, capture) })
+		default:
+			w.stmt(c.X, stdin, nil)
+			w.branches(true, func() { w.stmt(c.Y, stdin, capture) })
+		}
+	case *syntax.IfClause:
+		w.stmts(c.Cond, nil)
+		fns := []func(){func() { w.stmts(c.Then, nil) }}
+		mayNone := true
+		for e := c.Else; e != nil; e = e.Else {
+			e := e
+			if len(e.Cond) == 0 {
+				mayNone = false
+			}
+			fns = append(fns, func() { w.stmts(e.Cond, nil); w.stmts(e.Then, nil) })
+		}
+		w.branches(mayNone, fns...)
+	case *syntax.WhileClause:
+		w.stmts(c.Cond, nil)
+		w.branches(true, func() { w.stmts(c.Do, nil); w.stmts(c.Cond, nil) })
+	case *syntax.ForClause:
+		w.loop(c.Loop)
+		w.branches(true, func() { w.stmts(c.Do, nil) })
+	case *syntax.CaseClause:
+		w.str(c.Word)
+		var fns []func()
+		for _, it := range c.Items {
+			it := it
+			fns = append(fns, func() {
+				for _, p := range it.Patterns {
+					w.str(p)
+				}
+				w.stmts(it.Stmts, nil)
+			})
+		}
+		w.branches(true, fns...)
+	case *syntax.FuncDecl:
+		name := ""
+		if c.Name != nil {
+			name = c.Name.Value
+		}
+		if w.funcs == nil {
+			w.funcs = map[string]*syntax.Stmt{}
+		}
+		if name != "" {
+			w.funcs[name] = c.Body
+		}
+		// The body counts even if the function is never called; its
+		// arguments are unknown here.
+		w.scoped(func() {
+			pos, known := w.pos, w.posKnown
+			w.pos, w.posKnown = nil, false
+			w.stmt(c.Body, nil, nil)
+			w.pos, w.posKnown = pos, known
+		})
+	case *syntax.ArithmCmd:
+		w.arith(c.X)
+	case *syntax.TestClause:
+		w.test(c.X)
+	case *syntax.DeclClause:
+		w.decl(c)
+	case *syntax.LetClause:
+		for _, x := range c.Exprs {
+			w.arith(x)
+		}
+	case *syntax.TimeClause:
+		if c.Stmt != nil {
+			w.stmt(c.Stmt, stdin, capture)
+		}
+	case *syntax.CoprocClause:
+		w.scoped(func() { w.stmt(c.Stmt, nil, nil) })
+	case *syntax.TestDecl:
+		w.scoped(func() { w.stmt(c.Body, nil, nil) })
+	}
+}
+
+// scoped runs fn in a subshell: its variables do not outlive it.
+func (w *walker) scoped(fn func()) {
+	saved := maps.Clone(w.vars)
+	fn()
+	w.vars = saved
+}
+
+// branches walks code of which any one part, or (mayNone) none, runs:
+// the gate does not evaluate conditions, so every branch counts, and a
+// variable is known afterwards only if every path leaves it the same.
+func (w *walker) branches(mayNone bool, fns ...func()) {
+	pre := w.vars
+	var states []map[string]value
+	if mayNone {
+		states = append(states, pre)
+	}
+	for _, fn := range fns {
+		w.vars = maps.Clone(pre)
+		fn()
+		states = append(states, w.vars)
+	}
+	w.vars = join(states)
+}
+
+func join(states []map[string]value) map[string]value {
+	if len(states) == 1 {
+		return states[0]
+	}
+	var out map[string]value
+	for _, st := range states {
+		for k := range st {
+			if _, done := out[k]; done {
+				continue
+			}
+			if out == nil {
+				out = map[string]value{}
+			}
+			out[k] = joinVar(k, states)
+		}
+	}
+	return out
+}
+
+func joinVar(k string, states []map[string]value) value {
+	first, ok := states[0][k]
+	same := ok && first.known
+	var hint strings.Builder
+	for _, st := range states {
+		v, ok := st[k]
+		if !ok || !v.known {
+			same = false
+			if ok && v.hint != "" && hint.Len() < 256 {
+				hint.WriteString(" " + v.hint)
+			}
+			continue
+		}
+		if v.arr != first.arr || v.s != first.s || !slicesEqual(v.list, first.list) {
+			same = false
+		}
+		if hint.Len() < 256 {
+			hint.WriteString(" " + v.s + " " + strings.Join(v.list, " "))
+		}
+	}
+	if same {
+		return first
+	}
+	return value{hint: hint.String()}
+}
+
+func slicesEqual(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func (w *walker) setVar(name string, v value) {
+	if w.vars == nil {
+		w.vars = map[string]value{}
+	}
+	if name == "IFS" {
+		w.ifs = true
+	}
+	w.vars[name] = v
+}
+
+func (w *walker) loop(l syntax.Loop) {
+	switch l := l.(type) {
+	case *syntax.WordIter:
+		var items []field
+		if !l.InPos.IsValid() && len(l.Items) == 0 {
+			items = append(items, w.pos...)
+			if !w.posKnown {
+				items = append(items, field{s: string(dynMark), dyn: true})
+			}
+		}
+		for _, it := range l.Items {
+			items = w.fields(items, it)
+		}
+		v := value{}
+		if len(items) == 1 && !items[0].dyn && !items[0].glob {
+			v = value{s: items[0].s, known: true}
+		} else {
+			var b strings.Builder
+			for _, it := range items {
+				if b.Len() < 256 {
+					b.WriteString(" " + it.s + it.hint)
+				}
+			}
+			v.hint = b.String()
+		}
+		w.setVar(l.Name.Value, v)
+	case *syntax.CStyleLoop:
+		w.arith(l.Init)
+		w.arith(l.Cond)
+		w.arith(l.Post)
+	}
+}
+
+func (w *walker) arith(x syntax.ArithmExpr) {
+	switch x := x.(type) {
+	case *syntax.BinaryArithm:
+		w.arith(x.X)
+		w.arith(x.Y)
+	case *syntax.UnaryArithm:
+		w.arith(x.X)
+	case *syntax.ParenArithm:
+		w.arith(x.X)
+	case *syntax.FlagsArithm:
+		w.arith(x.X)
+	case *syntax.Word:
+		w.str(x)
+	}
+}
+
+func (w *walker) test(x syntax.TestExpr) {
+	switch x := x.(type) {
+	case *syntax.BinaryTest:
+		w.test(x.X)
+		w.test(x.Y)
+	case *syntax.UnaryTest:
+		w.test(x.X)
+	case *syntax.ParenTest:
+		w.test(x.X)
+	case *syntax.Word:
+		w.str(x)
+	}
+}
+
+func (w *walker) decl(d *syntax.DeclClause) {
+	for _, a := range d.Args {
+		if a.Name == nil {
+			if a.Value != nil {
+				w.str(a.Value)
+			}
+			continue
+		}
+		if a.Naked {
+			continue
+		}
+		w.setVar(a.Name.Value, w.assignValue(a))
+	}
+}
+
+// assignValue expands an assignment's value (running its substitutions).
+func (w *walker) assignValue(a *syntax.Assign) value {
+	if a.Index != nil {
+		w.arith(a.Index)
+	}
+	var v value
+	switch {
+	case a.Array != nil:
+		v = value{arr: true, known: true}
+		var fs []field
+		for _, el := range a.Array.Elems {
+			if el.Index != nil {
+				w.arith(el.Index)
+				v.known = false
+			}
+			if el.Value != nil {
+				fs = w.fields(fs, el.Value)
+			}
+		}
+		for _, f := range fs {
+			if f.dyn || f.glob {
+				v.known = false
+			}
+			v.list = append(v.list, f.s)
+		}
+		if !v.known {
+			v = value{hint: strings.Join(v.list, " ")}
+		}
+	case a.Value != nil:
+		f := w.str(a.Value)
+		v = value{s: f.s, known: !f.dyn, hint: f.hint}
+		if f.dyn {
+			v.hint += " " + strings.ReplaceAll(f.s, string(dynMark), " ")
+		}
+	default:
+		v = value{known: true}
+	}
+	if a.Index != nil {
+		// arr[i]=x: the gate does not follow single elements.
+		return value{hint: v.s}
+	}
+	if a.Append {
+		old, ok := w.vars[a.Name.Value]
+		if !ok || !old.known || !v.known || old.arr != v.arr {
+			return value{hint: old.s + " " + v.s + " " + v.hint}
+		}
+		if v.arr {
+			return value{arr: true, known: true, list: append(append([]string(nil), old.list...), v.list...)}
+		}
+		return value{s: old.s + v.s, known: true}
+	}
+	return v
+}
+
+// redirs expands redirection words (running their substitutions) and
+// returns what the command reads on standard input, if a redirection sets it.
+func (w *walker) redirs(rs []*syntax.Redirect) *input {
+	var in *input
+	for _, r := range rs {
+		if w.done {
+			return in
+		}
+		fd0 := r.N == nil || r.N.Value == "0"
+		switch r.Op {
+		case syntax.Hdoc, syntax.DashHdoc:
+			quoted := false
+			for _, p := range r.Word.Parts {
+				if _, ok := p.(*syntax.Lit); !ok {
+					quoted = true
+				}
+			}
+			if r.Word.Lit() != "" && strings.ContainsAny(r.Word.Lit(), `\`) {
+				quoted = true
+			}
+			var f field
+			if r.Hdoc != nil {
+				f = w.heredoc(r.Hdoc, quoted)
+			}
+			if fd0 {
+				in = &input{known: true, text: f.s}
+			}
+		case syntax.WordHdoc:
+			f := w.str(r.Word)
+			if fd0 {
+				in = &input{known: true, text: f.s + "\n"}
+			}
+		default:
+			fs := w.fields(nil, r.Word)
+			if fd0 && (r.Op == syntax.RdrIn || r.Op == syntax.RdrInOut || r.Op == syntax.DplIn) {
+				in = &input{}
+				if len(fs) == 1 && fs[0].proc != nil {
+					in = &input{known: true, text: *fs[0].proc}
+				}
+			}
+		}
+	}
+	return in
+}
+
+// cmdSubst walks a command substitution, which runs in a subshell before
+// the command whose word holds it, and returns its output when static.
+func (w *walker) cmdSubst(list []*syntax.Stmt) input {
+	var out input
+	w.scoped(func() { w.stmts(list, &out) })
+	return out
+}
+
+func (w *walker) procSubst(p *syntax.ProcSubst) input {
+	var out input
+	w.scoped(func() { w.stmts(p.Stmts, &out) })
+	return out
+}
+
+// callCtx is what a simple command carries while the gate unwraps it.
+type callCtx struct {
+	node     syntax.Node // the simple command, for position and text
+	env      []envVar    // assignments for the command's environment
+	stdin    *input
+	capture  *input // where a producer's static output goes (pipes, $(...))
+	noFunc   bool   // command, builtin, exec and wrappers bypass functions
+	moreArgs bool   // xargs: more arguments come from its input
+	callWord *syntax.Word
+	call     *syntax.CallExpr
+}
+
+type envVar struct {
+	name string
+	v    field
+}
+
+func (w *walker) call(ce *syntax.CallExpr, s *syntax.Stmt, stdin, capture *input) {
+	// bash expands the words first, then sets up redirections, then
+	// expands the assignments' values, and only then runs the command.
+	var argv []field
+	for _, a := range ce.Args {
+		argv = w.fields(argv, a)
+		if w.done {
+			return
+		}
+	}
+	if in := w.redirs(s.Redirs); in != nil {
+		stdin = in
+	}
+	if len(ce.Args) == 0 {
+		for _, a := range ce.Assigns {
+			if a.Name != nil {
+				w.setVar(a.Name.Value, w.assignValue(a))
+			}
+		}
+		return
+	}
+	var env []envVar
+	for _, a := range ce.Assigns {
+		v := w.assignValue(a)
+		if a.Name != nil {
+			f := field{s: v.s, dyn: !v.known, hint: v.hint}
+			if f.dyn {
+				f.s = string(dynMark)
+			}
+			env = append(env, envVar{a.Name.Value, f})
+		}
+	}
+	if w.done || len(argv) == 0 {
+		return
+	}
+	c := &callCtx{node: ce, env: env, stdin: stdin, capture: capture, call: ce, callWord: ce.Args[0]}
+	w.exec(argv, c)
+}
