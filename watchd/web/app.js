@@ -1,0 +1,228 @@
+// The live page of watchd serve: every chat with a run, its state, its
+// latest status and a question waiting for an answer. The list comes from
+// GET chats (read again every few seconds); the runs still going are
+// followed live with an EventSource on chats/C/events?job=J, which replays
+// the run's recent lines and then sends each new one. Nothing here writes:
+// answering is `spool answer`, on the host. Text is only ever set with
+// textContent, never parsed as HTML: statuses are whatever a job printed.
+"use strict";
+
+// A browser opens at most 6 HTTP/1.1 connections to one host, and an
+// event stream holds one for as long as the run lasts: follow at most 4
+// runs live, so that the list and the page's files still load. The other
+// runs are updated by the list's refresh.
+const MAX_STREAMS = 4;
+const MAX_LINES = 50;
+const REFRESH_MS = 3000;
+
+const rows = new Map(); // chat -> row
+const tbody = document.getElementById("chats");
+
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+function setConn(up) {
+  const c = document.getElementById("conn");
+  c.dataset.conn = up ? "up" : "down";
+  c.textContent = up ? "connected" : "watchd unreachable, retrying…";
+}
+
+function ago(updated) {
+  if (!updated) return "";
+  const s = Math.max(0, Math.round(Date.now() / 1000 - updated));
+  if (s < 60) return s + " s ago";
+  if (s < 3600) return Math.floor(s / 60) + " min ago";
+  if (s < 86400) return Math.floor(s / 3600) + " h ago";
+  return new Date(updated * 1000).toLocaleString();
+}
+
+function newRow(chat) {
+  const r = { chat, job: "", updated: 0, done: false, stream: null, question: null, asking: false };
+  r.tr = el("tr");
+  r.tr.dataset.chat = chat;
+  r.tdChat = el("td", "chat", chat);
+  r.stateEl = el("span", "state", "");
+  const tdState = el("td");
+  tdState.append(r.stateEl);
+  r.tdStatus = el("td", "status-cell");
+  r.statusEl = el("div", "status", "");
+  r.questionEl = el("div", "question");
+  r.questionEl.hidden = true;
+  r.details = el("details");
+  r.details.append(el("summary", "", "recent lines"));
+  r.linesEl = el("ol", "lines");
+  r.details.append(r.linesEl);
+  r.details.hidden = true;
+  r.tdStatus.append(r.statusEl, r.questionEl, r.details);
+  r.tdJob = el("td", "job", "");
+  r.tdUpdated = el("td", "updated", "");
+  r.tr.append(r.tdChat, tdState, r.tdStatus, r.tdJob, r.tdUpdated);
+  rows.set(chat, r);
+  tbody.append(r.tr);
+  return r;
+}
+
+function setState(r, state) {
+  r.tr.dataset.state = state || "";
+  r.stateEl.textContent = state || "?";
+}
+
+function setStatus(r, text, ended) {
+  r.statusEl.textContent = text || "";
+  r.statusEl.classList.toggle("end", !!ended);
+}
+
+function setQuestion(r, q) {
+  r.question = q || null;
+  r.questionEl.replaceChildren();
+  r.questionEl.hidden = !q;
+  if (!q) return;
+  r.questionEl.append(el("strong", "", "Question: "), el("span", "text", q.text));
+  if (q.options && q.options.length) {
+    r.questionEl.append(el("span", "options", " [" + q.options.join(" / ") + "]"));
+  }
+  r.questionEl.append(el("code", "how", "spool answer --chat " + r.chat + " --question " + q.id + " TEXT"));
+}
+
+function addLine(r, kind, text) {
+  const li = el("li", kind, text);
+  r.linesEl.append(li);
+  while (r.linesEl.children.length > MAX_LINES) r.linesEl.firstChild.remove();
+  r.details.hidden = false;
+}
+
+// newRun resets a row whose chat started another run (another job id).
+function newRun(r, job) {
+  closeStream(r);
+  r.job = job;
+  r.tdJob.textContent = job;
+  r.linesEl.replaceChildren();
+  r.details.hidden = true;
+  setQuestion(r, null);
+}
+
+function closeStream(r) {
+  if (r.stream) r.stream.close();
+  r.stream = null;
+  r.tr.dataset.live = "no";
+}
+
+function openStream(r) {
+  const url = "chats/" + encodeURIComponent(r.chat) + "/events?job=" + encodeURIComponent(r.job);
+  const es = new EventSource(url);
+  r.stream = es;
+  r.tr.dataset.live = "yes";
+  const on = (kind, f) => es.addEventListener(kind, ev => {
+    if (r.stream !== es) return; // a stream of an older run
+    let m;
+    try { m = JSON.parse(ev.data); } catch (e) { return; }
+    f(m);
+  });
+  on("status", m => { setStatus(r, m.text); addLine(r, "status", m.text); });
+  on("note", m => addLine(r, "note", m.text));
+  on("gap", m => addLine(r, "gap", m.text));
+  on("question", m => {
+    setState(r, "waiting");
+    setQuestion(r, m.question || { id: "", text: m.text, options: [] });
+    addLine(r, "question", m.text);
+  });
+  on("answer", m => {
+    setState(r, "running");
+    setQuestion(r, null);
+    addLine(r, "answer", m.text);
+  });
+  on("end", m => {
+    r.done = true;
+    setState(r, m.state);
+    setStatus(r, m.text, true);
+    setQuestion(r, null);
+    addLine(r, "end", m.text);
+    closeStream(r);
+    openStreams();
+  });
+  es.onerror = () => {
+    // CLOSED: the server refused the stream (too many subscribers, a bad
+    // id); the list's refresh keeps the row current and may retry.
+    if (es.readyState === EventSource.CLOSED && r.stream === es) closeStream(r);
+  };
+}
+
+// openStreams follows the newest runs still going, up to MAX_STREAMS.
+function openStreams() {
+  const live = [...rows.values()].filter(r => !r.done && r.job).sort((a, b) => b.updated - a.updated);
+  let open = live.filter(r => r.stream).length;
+  for (const r of live) {
+    if (open >= MAX_STREAMS) break;
+    if (!r.stream) { openStream(r); open++; }
+  }
+}
+
+// askDoc reads a waiting run's whole document for its question, for the
+// runs that are not followed live (the list does not carry questions).
+async function askDoc(r) {
+  if (r.asking) return;
+  r.asking = true;
+  try {
+    const resp = await fetch("chats/" + encodeURIComponent(r.chat), { cache: "no-store" });
+    if (resp.ok) {
+      const doc = await resp.json();
+      if (doc.job === r.job && !r.stream) setQuestion(r, doc.done ? null : doc.question);
+    }
+  } catch (e) {
+    // the next refresh tries again
+  } finally {
+    r.asking = false;
+  }
+}
+
+function update(info) {
+  const r = rows.get(info.chat) || newRow(info.chat);
+  if (r.job !== info.job) newRun(r, info.job);
+  r.updated = info.updated;
+  r.tdUpdated.textContent = ago(info.updated);
+  r.tdUpdated.title = info.updated ? new Date(info.updated * 1000).toISOString() : "";
+  if (r.stream) return; // the stream is as fresh as the list, or fresher
+  r.done = info.done;
+  setState(r, info.state);
+  setStatus(r, info.status, info.done);
+  if (info.done || info.state !== "waiting") setQuestion(r, null);
+  else askDoc(r);
+}
+
+async function refresh() {
+  let list;
+  try {
+    const resp = await fetch("chats", { cache: "no-store" });
+    if (!resp.ok) throw new Error("GET chats: " + resp.status);
+    list = await resp.json();
+    setConn(true);
+  } catch (e) {
+    setConn(false);
+    return;
+  }
+  const seen = new Set();
+  for (const info of list) {
+    seen.add(info.chat);
+    update(info);
+  }
+  // A chat leaves the list when a new run was submitted and has not
+  // started yet (its document is removed first), or when gc removed it.
+  for (const [chat, r] of rows) {
+    if (!seen.has(chat) && !r.stream) {
+      r.tr.remove();
+      rows.delete(chat);
+    }
+  }
+  const order = [...rows.values()].sort((a, b) => b.updated - a.updated);
+  order.forEach((r, i) => { if (tbody.children[i] !== r.tr) tbody.insertBefore(r.tr, tbody.children[i] || null); });
+  document.getElementById("empty").hidden = rows.size > 0;
+  document.getElementById("runs").hidden = rows.size === 0;
+  openStreams();
+}
+
+refresh();
+setInterval(refresh, REFRESH_MS);
