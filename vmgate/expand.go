@@ -25,6 +25,7 @@ type field struct {
 	hint   string  // values an unknown part may take (branches, for loops), for the undecidable rule
 	param  string  // the variable's name when the whole word is one expansion ("$SHELL")
 	proc   *string // the static output of a lone process substitution <(...)
+	brace  bool    // unquoted {a,b}: bash makes several words of it
 }
 
 // value is what the gate knows about a shell variable.
@@ -51,6 +52,13 @@ func (e *expander) flush() {
 		return
 	}
 	e.f.s = string(e.cur)
+	if e.f.brace {
+		e.out = braces(e.out, e.f, 0)
+		e.cur = e.cur[:0]
+		e.f = field{}
+		e.started = false
+		return
+	}
 	e.out = append(e.out, e.f)
 	e.cur = e.cur[:0]
 	e.f = field{}
@@ -212,7 +220,7 @@ func (e *expander) lit(s string, quoted, first bool) {
 			case '{':
 				rest := s[i:]
 				if e.split && strings.IndexByte(rest, '}') > 0 && (strings.IndexByte(rest, ',') > 0 || strings.Contains(rest, "..")) {
-					e.f.glob = true
+					e.f.brace = true
 				}
 			case '~':
 				if i == 0 && first {
@@ -448,4 +456,67 @@ func ansiC(s string) string {
 
 func isHex(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+// braces expands the comma form of brace expansion ({a,b} and nested),
+// as bash does before anything else; a sequence ({1..9}) or a group it
+// cannot split is left as a glob, which makes a command word dynamic.
+func braces(dst []field, f field, n int) []field {
+	s := f.s
+	open := -1
+	depth := 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '{':
+			if depth == 0 {
+				open = i
+			}
+			depth++
+		case '}':
+			if depth == 0 {
+				continue
+			}
+			depth--
+			if depth != 0 {
+				continue
+			}
+			body := s[open+1 : i]
+			var alts []string
+			d, last := 0, 0
+			for j := 0; j < len(body); j++ {
+				switch body[j] {
+				case '{':
+					d++
+				case '}':
+					d--
+				case ',':
+					if d == 0 {
+						alts = append(alts, body[last:j])
+						last = j + 1
+					}
+				}
+			}
+			if alts == nil {
+				if strings.Contains(body, "..") {
+					f.brace, f.glob = false, true
+					return append(dst, f)
+				}
+				open = -1
+				continue
+			}
+			alts = append(alts, body[last:])
+			if n > 4 || len(dst)+len(alts) > 64 {
+				f.brace, f.glob = false, true
+				return append(dst, f)
+			}
+			for _, a := range alts {
+				g := f
+				g.s = s[:open] + a + s[i+1:]
+				dst = braces(dst, g, n+1)
+			}
+			return dst
+		}
+	}
+	f.brace = false
+	return append(dst, f)
 }

@@ -350,6 +350,9 @@ func (w *walker) shell(args []field, c *callCtx) {
 loop:
 	for ; i < len(args); i++ {
 		a := args[i]
+		if a.proc != nil {
+			break // bash <(...): the script is a process substitution
+		}
 		if a.dyn {
 			w.undecidable(c, "the shell's options are only known at run time")
 			return

@@ -1,0 +1,545 @@
+package vmgate
+
+import (
+	"strings"
+	"testing"
+)
+
+// want is a compact verdict: "allow", "git:SUB", "undecidable", "parse-error" or "policy".
+func want(v Verdict) string {
+	switch {
+	case v.Allowed:
+		return "allow"
+	case v.Reason != nil && *v.Reason == string(ReasonGitWrite):
+		if v.Git == nil {
+			return "git:?"
+		}
+		return "git:" + *v.Git
+	case v.Reason != nil:
+		return *v.Reason
+	}
+	return "refused-without-reason"
+}
+
+// The cases the issue gives, exactly.
+var seedCases = []struct{ script, want string }{
+	{"cd /mnt/project && git add -A && git status --short", "git:add"},
+	{"cd /mnt/project && git config --global --add safe.directory /mnt/project && git add -A && git status --short", "git:config"},
+	{"cd /mnt/project && export HOME=/root && git -c safe.directory=/mnt/project add -A && git -c safe.directory=/mnt/project commit -m 'x'", "git:add"},
+	{"git -C /mnt/project commit -m x", "git:commit"},
+	{"/usr/bin/git push origin main", "git:push"},
+	{"git log --oneline -1", "allow"},
+	{"git status --short", "allow"},
+	{`python3 -c 'print("git add is a string")'`, "allow"},
+	{"grep -n 'git commit' notes.txt", "allow"},
+	{"ls -la /mnt/project", "allow"},
+	{"echo git commit > /tmp/note.txt", "allow"},
+}
+
+func TestSeedCases(t *testing.T) {
+	for _, tc := range seedCases {
+		if got := want(Check(tc.script)); got != tc.want {
+			t.Errorf("Check(%q) = %s, want %s", tc.script, got, tc.want)
+		}
+	}
+}
+
+func TestTable(t *testing.T) {
+	writes, reads := 0, 0
+	for _, tc := range tableCases {
+		got := want(Check(tc.script))
+		if got != tc.want {
+			t.Errorf("Check(%q) = %s, want %s", tc.script, got, tc.want)
+		}
+		if tc.want == "allow" {
+			reads++
+		} else {
+			writes++
+		}
+	}
+	if len(tableCases) < 150 {
+		t.Errorf("only %d table cases", len(tableCases))
+	}
+	// Refusals and allowances in equal measure, so that neither a wall
+	// nor a hole goes unnoticed.
+	if d := writes - reads; d > len(tableCases)/5 || -d > len(tableCases)/5 {
+		t.Errorf("unbalanced table: %d refusals, %d allowed", writes, reads)
+	}
+	t.Logf("%d cases: %d refused, %d allowed", len(tableCases), writes, reads)
+}
+
+// tableCases: one line each, grouped by what they exercise.
+var tableCases = []struct{ script, want string }{
+	// Lists, pipelines, && and ||.
+	{"git status; git add .", "git:add"},
+	{"git status || git commit -am wip", "git:commit"},
+	{"make && git push", "git:push"},
+	{"git diff | git apply --index", "git:apply"},
+	{"git diff | git apply", "allow"},
+	{"git status; git log; git diff --stat", "allow"},
+	{"git log | head -5 && git show HEAD:README.md | wc -l", "allow"},
+	{"! git commit -m x", "git:commit"},
+	{"git fetch origin &", "git:fetch"},
+	{"true && false || git status --porcelain", "allow"},
+	// Subshells and blocks.
+	{"(cd sub && git add x)", "git:add"},
+	{"{ git stash; git pull; }", "git:stash"},
+	{"(cd sub && git status)", "allow"},
+	{"{ git log -3; git branch; } > /tmp/out", "allow"},
+	// Every branch counts.
+	{"if git diff --quiet; then echo clean; else git commit -am wip; fi", "git:commit"},
+	{"if false; then git push; fi", "git:push"},
+	{"if [ -d .git ]; then git status; elif true; then git log; else git diff; fi", "allow"},
+	{"case $1 in a) git reset --hard;; *) echo no;; esac", "git:reset"},
+	{"case $1 in a) git show;; *) git blame x;; esac", "allow"},
+	{"while read f; do git add \"$f\"; done < list", "git:add"},
+	{"while read f; do git log -1 -- \"$f\"; done < list", "allow"},
+	{"until git pull; do sleep 1; done", "git:pull"},
+	{"for f in *.go; do git rm \"$f\"; done", "git:rm"},
+	{"for f in *.go; do git ls-files --error-unmatch \"$f\"; done", "allow"},
+	{"for ((i=0;i<3;i++)); do git gc; done", "git:gc"},
+	{"select x in a b; do git log; done", "allow"},
+	// Functions: the body counts, and so does what a call passes.
+	{"f() { git commit -m \"$1\"; }", "git:commit"},
+	{"f() { git log -n \"$1\"; }; f 3", "allow"},
+	{"run() { \"$@\"; }; run git push", "git:push"},
+	{"run() { \"$@\"; }; run git status", "allow"},
+	{"function g { git merge main; }", "git:merge"},
+	{"git() { echo no git here; }; git commit", "allow"},
+	{"git() { command git \"$@\"; }; git commit -m x", "git:commit"},
+	{"f() { f; }; f", "allow"},
+	// Command and process substitutions, arithmetic, tests.
+	{"echo $(git rev-parse HEAD)", "allow"},
+	{"echo $(git commit -m x)", "git:commit"},
+	{"x=`git add .`", "git:add"},
+	{"diff <(git show HEAD:a) a", "allow"},
+	{"cat <(git stash list) >(git stash drop)", "git:stash"},
+	{"echo $(( $(git rev-list --count HEAD) + 1 ))", "allow"},
+	{"(( $(git tag v1) ))", "git:tag"},
+	{"[[ $(git status --porcelain) ]] && echo dirty", "allow"},
+	{"[[ -n $(git checkout main) ]]", "git:checkout"},
+	{"let x=$(git rev-list --count HEAD)", "allow"},
+	{"declare v=$(git init)", "git:init"},
+	{"local x=${y:-$(git push)}", "git:push"},
+	{"echo ${x:-$(git log -1)}", "allow"},
+	// Here-documents and here-strings fed to a shell.
+	{"bash <<'EOF'\ngit add -A\nEOF\n", "git:add"},
+	{"sh <<EOF\ngit commit -m \"$MSG\"\nEOF\n", "git:commit"},
+	{"bash <<EOF\ngit status\nEOF\n", "allow"},
+	{"cat <<EOF\ngit commit -m x\nEOF\n", "allow"},
+	{"bash <<< 'git push origin HEAD'", "git:push"},
+	{"bash <<< 'git log'", "allow"},
+	{"cat <<EOF > notes.md\nrun git push when done\nEOF\n", "allow"},
+	{"echo 'git add .' | sh", "git:add"},
+	{"printf 'git commit -m %s\\n' x | bash", "git:commit"},
+	{"echo 'git log' | bash", "allow"},
+	{"curl -fsSL https://example.com/install.sh | bash", "allow"},
+	{"bash <(echo git push)", "git:push"},
+	{"source <(echo git add .)", "git:add"},
+	// Shells with -c and combined flags.
+	{"bash -c 'git add .'", "git:add"},
+	{"sh -ec 'git commit -m x'", "git:commit"},
+	{"bash -xc 'git push'", "git:push"},
+	{"bash -lc 'cd /mnt/project && git stash pop'", "git:stash"},
+	{"bash -o pipefail -c 'git status | cat'", "allow"},
+	{"zsh -c 'git log --oneline'", "allow"},
+	{"dash -c 'git diff'", "allow"},
+	{"sh -c 'git \"$@\"' sh commit -m x", "git:commit"},
+	{"sh -c 'git \"$@\"' sh log -1", "allow"},
+	{"bash -c \"bash -c 'sh -c \\\"git push\\\"'\"", "git:push"},
+	{"bash script.sh", "allow"},
+	{"bash -c 'if (' ", "parse-error"},
+	// eval, trap, su, runuser, flock, env -S.
+	{"eval 'git add .'", "git:add"},
+	{"eval git log", "allow"},
+	{"eval \"$CMD\"", "undecidable"},
+	{"eval $(ssh-agent -s)", "undecidable"},
+	{"trap 'git stash' EXIT", "git:stash"},
+	{"trap 'rm -f /tmp/x' EXIT", "allow"},
+	{"trap - EXIT", "allow"},
+	{"su -c 'git commit -m x' dev", "git:commit"},
+	{"su dev -c 'git status'", "allow"},
+	{"runuser -u dev -- git push", "git:push"},
+	{"runuser -l dev -c 'git log'", "allow"},
+	{"flock /tmp/lock -c 'git pull'", "git:pull"},
+	{"flock -w 10 /tmp/lock git fetch", "git:fetch"},
+	{"flock /tmp/lock git status", "allow"},
+	{"env -S 'git add -A'", "git:add"},
+	{"env -S 'git status'", "allow"},
+	// Commands that run their arguments.
+	{"sudo git commit -m x", "git:commit"},
+	{"sudo -u dev -H git push", "git:push"},
+	{"sudo -E -u dev git log", "allow"},
+	{"sudo -l git push", "allow"},
+	{"env GIT_DIR=.git git add x", "git:add"},
+	{"env -i PATH=/usr/bin git status", "allow"},
+	{"command git push", "git:push"},
+	{"command -v git", "allow"},
+	{"exec git commit", "git:commit"},
+	{"nice -n 10 git gc", "git:gc"},
+	{"nohup git fetch --all &", "git:fetch"},
+	{"time git commit -m x", "git:commit"},
+	{"/usr/bin/time -v git status", "allow"},
+	{"timeout 30 git push", "git:push"},
+	{"timeout -s KILL 5m git log", "allow"},
+	{"stdbuf -oL git log", "allow"},
+	{"stdbuf -o L git pull", "git:pull"},
+	{"ionice -c 3 git repack -ad", "git:repack"},
+	{"chroot /srv/root git init", "git:init"},
+	{"xargs -n1 git rm < files", "git:rm"},
+	{"git ls-files | xargs grep -n TODO", "allow"},
+	{"echo commit | xargs git", "undecidable"},
+	{"xargs -I{} git log -1 {} < revs", "allow"},
+	{"find . -name '*.orig' -exec git rm {} +", "git:rm"},
+	{"find . -name '*.go' -execdir git log -1 -- {} \\;", "allow"},
+	{"find . -ok git checkout -- {} \\;", "git:checkout"},
+	{"find . -type f -newer x -print", "allow"},
+	{"sudo env nice timeout 5 git push", "git:push"},
+	{"busybox sh -c 'git add .'", "git:add"},
+	// The command word.
+	{`"git" commit`, "git:commit"},
+	{`g'i't add .`, "git:add"},
+	{`\git push`, "git:push"},
+	{`$'\x67it' commit`, "git:commit"},
+	{"./git status", "allow"},
+	{"../bin/git commit", "git:commit"},
+	{"~/bin/git push", "git:push"},
+	{"git-add x", "git:add"},
+	{"git-commit -m x", "git:commit"},
+	{"git-log", "allow"},
+	{"GIT_TRACE=1 git status", "allow"},
+	{"LC_ALL=C GIT_TRACE=1 git reset --hard", "git:reset"},
+	{"G=git; $G commit", "git:commit"},
+	{"G=git; $G status", "allow"},
+	{"CMD='git push'; $CMD", "git:push"},
+	{"CMD='git log'; $CMD", "allow"},
+	{"a=(git commit -m x); \"${a[@]}\"", "git:commit"},
+	{"a=(git diff); \"${a[@]}\"", "allow"},
+	{"export G=/usr/bin/git; \"$G\" add .", "git:add"},
+	{"set -- git commit; \"$@\"", "git:commit"},
+	{"x=$(echo git); $x add .", "git:add"},
+	{"if c; then G=git; else G=echo; fi; $G commit", "undecidable"},
+	{"for g in git; do $g push; done", "git:push"},
+	{"$GIT commit", "undecidable"},
+	{"$GIT status", "allow"},
+	{"\"$EDITOR\" notes.txt", "allow"},
+	{"$SUDO git add .", "git:add"},
+	{"$SUDO git status", "allow"},
+	{"$SUDO apt-get install -y jq", "allow"},
+	{"$PY -m pytest", "allow"},
+	{"${GIT:-git} push", "undecidable"},
+	{"${GIT:-git} log", "allow"},
+	{"$(which git) commit", "undecidable"},
+	{"/usr/bin/gi? commit", "undecidable"},
+	{"/usr/bin/gi? --version", "allow"},
+	{"{git,commit}", "git:commit"},
+	{"git {add,.}", "git:add"},
+	{"{echo,git} commit", "allow"},
+	{"git{,} log", "allow"},
+	{"{1..3}git push", "undecidable"},
+	{"shopt -s expand_aliases; alias g='git commit'; g -m x", "git:commit"},
+	{"shopt -s expand_aliases; alias g='git status'; g", "allow"},
+	{"alias g='git commit'; g -m x", "allow"},
+	// git's own options.
+	{"git --no-pager log", "allow"},
+	{"git -p show", "allow"},
+	{"git --git-dir=/x/.git --work-tree /x add .", "git:add"},
+	{"git --git-dir /x/.git --work-tree=/x status", "allow"},
+	{"git --namespace foo push", "git:push"},
+	{"git --bare --literal-pathspecs log", "allow"},
+	{"git --exec-path", "allow"},
+	{"git --exec-path=/tmp/evil status", "git:--exec-path"},
+	{"git --version", "allow"},
+	{"git -c color.ui=never -c core.quotepath=off diff", "allow"},
+	{"git -c alias.st=status st", "git:-c"},
+	{"git -c core.fsmonitor=/tmp/x status", "git:-c"},
+	{"git -c diff.external=/tmp/x diff", "git:-c"},
+	{"git -c core.hooksPath=/tmp/hooks status", "git:-c"},
+	{"git -c core.pager=cat log", "allow"},
+	{"git -c core.pager='git commit -am x' log", "git:commit"},
+	{"GIT_PAGER=cat git log", "allow"},
+	{"GIT_EXTERNAL_DIFF=/tmp/x git diff", "git:GIT_EXTERNAL_DIFF"},
+	{"GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=alias.x GIT_CONFIG_VALUE_0='!git commit' git x", "git:GIT_CONFIG_KEY_0"},
+	{"GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=color.ui GIT_CONFIG_VALUE_0=never git log", "allow"},
+	{"git --config-env=alias.x=ENV x", "git:-c"},
+	// The policy, line by line.
+	{"git clone https://example.com/r.git", "git:clone"},
+	{"git config user.name", "allow"},
+	{"git config --get user.email", "allow"},
+	{"git config --list", "allow"},
+	{"git config -l --show-origin", "allow"},
+	{"git config --get-regexp '^remote'", "allow"},
+	{"git config user.name bob", "git:config"},
+	{"git config --unset user.name", "git:config"},
+	{"git config --replace-all core.x y", "git:config"},
+	{"git config set user.name bob", "git:config"},
+	{"git config get user.name", "allow"},
+	{"git tag", "allow"},
+	{"git tag -l 'v*'", "allow"},
+	{"git tag --list", "allow"},
+	{"git tag --contains HEAD", "allow"},
+	{"git tag v1.0", "git:tag"},
+	{"git tag -a v1 -m release", "git:tag"},
+	{"git tag -d v1", "git:tag"},
+	{"git branch", "allow"},
+	{"git branch -a", "allow"},
+	{"git branch -r", "allow"},
+	{"git branch -vv", "allow"},
+	{"git branch --list 'fix/*'", "allow"},
+	{"git branch --show-current", "allow"},
+	{"git branch --contains HEAD", "allow"},
+	{"git branch feature", "git:branch"},
+	{"git branch -D old", "git:branch"},
+	{"git branch -m old new", "git:branch"},
+	{"git branch --set-upstream-to=origin/main", "git:branch"},
+	{"git branch -c a b", "git:branch"},
+	{"git checkout -b x", "git:checkout"},
+	{"git switch main", "git:switch"},
+	{"git restore --staged x", "git:restore"},
+	{"git rebase -i HEAD~3", "git:rebase"},
+	{"git cherry-pick abc", "git:cherry-pick"},
+	{"git revert HEAD", "git:revert"},
+	{"git am < x.patch", "git:am"},
+	{"git apply --cached x.patch", "git:apply"},
+	{"git apply --check x.patch", "allow"},
+	{"git mv a b", "git:mv"},
+	{"git stash list", "allow"},
+	{"git stash show -p", "allow"},
+	{"git stash", "git:stash"},
+	{"git stash push -m x", "git:stash"},
+	{"git remote", "allow"},
+	{"git remote -v", "allow"},
+	{"git remote show origin", "allow"},
+	{"git remote get-url origin", "allow"},
+	{"git remote add up https://x", "git:remote"},
+	{"git remote set-url origin https://x", "git:remote"},
+	{"git remote prune origin", "git:remote"},
+	{"git notes list", "allow"},
+	{"git notes show HEAD", "allow"},
+	{"git notes add -m x", "git:notes"},
+	{"git update-ref refs/heads/x HEAD", "git:update-ref"},
+	{"git update-index --assume-unchanged x", "git:update-index"},
+	{"git symbolic-ref HEAD", "allow"},
+	{"git symbolic-ref HEAD refs/heads/x", "git:symbolic-ref"},
+	{"git commit-tree HEAD^{tree} -m x", "git:commit-tree"},
+	{"git hash-object x", "allow"},
+	{"git hash-object -w x", "git:hash-object"},
+	{"git write-tree", "git:write-tree"},
+	{"git read-tree HEAD", "git:read-tree"},
+	{"git worktree list", "allow"},
+	{"git worktree add ../x", "git:worktree"},
+	{"git submodule status", "allow"},
+	{"git submodule", "allow"},
+	{"git submodule summary", "allow"},
+	{"git submodule update --init", "git:submodule"},
+	{"git submodule foreach 'git status'", "allow"},
+	{"git submodule foreach 'git commit -am x'", "git:commit"},
+	{"git prune", "git:prune"},
+	{"git filter-branch --tree-filter x", "git:filter-branch"},
+	{"git replace abc def", "git:replace"},
+	{"git bisect start", "git:bisect"},
+	{"git bisect log", "allow"},
+	{"git maintenance run", "git:maintenance"},
+	{"git commit --help", "allow"},
+	{"git push -h", "allow"},
+	{"git help commit", "allow"},
+	{"git add --dry-run .", "allow"},
+	{"git blame -L 1,5 x", "allow"},
+	{"git grep -n 'git commit'", "allow"},
+	{"git ls-tree -r HEAD", "allow"},
+	{"git cat-file -p HEAD", "allow"},
+	{"git rev-list --count HEAD", "allow"},
+	{"git describe --tags", "allow"},
+	{"git shortlog -sn", "allow"},
+	{"git reflog", "allow"},
+	{"git reflog expire --all", "git:reflog"},
+	{"git version", "allow"},
+	{"git for-each-ref refs/heads", "allow"},
+	{"git show-ref --tags", "allow"},
+	{"git merge-base HEAD main", "allow"},
+	{"git check-ignore -v x", "allow"},
+	{"git fsck --full", "allow"},
+	{"git", "allow"},
+	// Undecidable git.
+	{"git \"$SUB\"", "undecidable"},
+	{"git $OPTS log", "undecidable"},
+	{"git st", "undecidable"},
+	{"git branch \"$NAME\"", "undecidable"},
+	{"git config \"$@\"", "undecidable"},
+	// Strings that mention git are data.
+	{"echo 'remember: git push --force'", "allow"},
+	{"printf '%s\\n' 'git add' > /tmp/x", "allow"},
+	{"msg='git commit -m x'; echo \"$msg\"", "allow"},
+	{"grep -r 'git reset' docs/ | wc -l", "allow"},
+	{"cat > hook.sh <<'EOF'\n#!/bin/sh\ngit commit\nEOF\n", "allow"},
+	{"# git push\nls", "allow"},
+	{"sed -i 's/git add/git stage/' README", "allow"},
+	{"node -e 'console.log(\"git push\")'", "allow"},
+	{"jq '.git.commit' x.json", "allow"},
+	{"echo gitk; ls .git; cat .gitignore", "allow"},
+	{"[ -d .git ] && echo repo", "allow"},
+	{"ssh-keygen -t ed25519 -f /tmp/k -N ''", "allow"},
+	{"pip install gitpython", "allow"},
+	{"gitlab-runner --version", "allow"},
+	{"echo \"$(date) git status\" >> log", "allow"},
+	// Parse errors.
+	{"echo 'unterminated", "parse-error"},
+	{"if true; then", "parse-error"},
+	{"git add . )", "parse-error"},
+}
+
+func TestMessage(t *testing.T) {
+	g, err := New(WithCommitTool("commit_on_host"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := g.Check("cd /mnt/project\ngit add -A && git commit -m wip")
+	if v.Allowed || v.Line != 2 || v.Col != 1 || v.Command != "git add -A" || *v.Git != "add" {
+		t.Fatalf("verdict = %+v", v)
+	}
+	for _, s := range []string{"`git add -A`", "line 2, col 1", "commit_on_host", "right author", "hardened hooks",
+		"scratch left out", "Exit 128", "dubious ownership", "safe.directory", "HOME", "work tree", "with a message"} {
+		if !strings.Contains(v.Message, s) {
+			t.Errorf("message lacks %q:\n%s", s, v.Message)
+		}
+	}
+	if strings.Contains(v.Message, "git_commit") {
+		t.Errorf("message names the default tool, not the configured one:\n%s", v.Message)
+	}
+	// One glance: a handful of lines.
+	if n := strings.Count(v.Message, "\n"); n > 4 || len(v.Message) > 700 {
+		t.Errorf("message too long (%d lines, %d bytes):\n%s", n+1, len(v.Message), v.Message)
+	}
+	if u := Check(`eval "$X"`); !strings.Contains(u.Message, "cannot tell") || !strings.Contains(u.Message, "git_commit") {
+		t.Errorf("undecidable message:\n%s", u.Message)
+	}
+	if p := Check("echo 'x"); !strings.Contains(p.Message, "does not parse") || !strings.Contains(p.Message, "1:6") {
+		t.Errorf("parse-error message:\n%s", p.Message)
+	}
+	if a := Check("git status"); a.Message != "" || a.Git != nil || a.Reason != nil {
+		t.Errorf("allowed verdict = %+v", a)
+	}
+}
+
+func TestFirstWriteInRunOrder(t *testing.T) {
+	for _, tc := range []struct{ script, git string }{
+		{"git commit -m \"$(git add -A)\"", "add"},
+		{"git push > \"$(git tag v1)\"", "tag"},
+		{"git commit -m x; git add .", "commit"},
+		{"git status && git stash; git push", "stash"},
+		{"eval \"$X\"; git reset --hard", "reset"},
+		{"x=$(git checkout main) git pull", "checkout"},
+	} {
+		v := Check(tc.script)
+		if v.Git == nil || *v.Git != tc.git {
+			t.Errorf("Check(%q) = %s, want git:%s", tc.script, want(v), tc.git)
+		}
+	}
+}
+
+func TestPositions(t *testing.T) {
+	for _, tc := range []struct {
+		script    string
+		line, col int
+		command   string
+	}{
+		{"ls\n  git push origin main\n", 2, 3, "git push origin main"},
+		{"echo ok; bash -c 'git add .'", 1, 10, "git add ."},
+		{"if x; then\n\tgit commit -m y\nfi", 2, 2, "git commit -m y"},
+	} {
+		v := Check(tc.script)
+		if v.Line != tc.line || v.Col != tc.col || v.Command != tc.command {
+			t.Errorf("Check(%q) at %d:%d %q, want %d:%d %q", tc.script, v.Line, v.Col, v.Command, tc.line, tc.col, tc.command)
+		}
+	}
+}
+
+func TestRules(t *testing.T) {
+	r, err := ParseRules("deny.rules", []byte("# no images leave the VM\ndeny docker push: images are pushed by CI\n\ndeny curl\ndeny git fsck : fsck runs on the host\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(WithRules(r))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ script, want string }{
+		{"docker push img", "policy"},
+		{"sudo docker push img", "policy"},
+		{"docker --debug push img", "policy"},
+		{"docker pull img", "allow"},
+		{"curl -s https://x", "policy"},
+		{"git fsck --full", "policy"},
+		{"git gc --auto", "git:gc"},
+		{"git status", "allow"},
+		{"docker push x; git add .", "git:add"},
+	} {
+		v := g.Check(tc.script)
+		if got := want(v); got != tc.want {
+			t.Errorf("Check(%q) = %s, want %s", tc.script, got, tc.want)
+		}
+	}
+	v := g.Check("docker push img")
+	if !strings.Contains(v.Message, "images are pushed by CI") || !strings.Contains(v.Message, "deny.rules:2") {
+		t.Errorf("policy message: %s", v.Message)
+	}
+	for _, bad := range []string{"allow git\n", "deny\n", "deny /bin/rm\n", "deny a b c d\n"} {
+		if _, err := ParseRules("r", []byte("# ok\n"+bad)); err == nil || !strings.HasPrefix(err.Error(), "r:2:") {
+			t.Errorf("ParseRules(%q) error = %v, want r:2: ...", bad, err)
+		}
+	}
+}
+
+func TestNew(t *testing.T) {
+	if _, err := New(WithCommitTool("")); err == nil {
+		t.Error("empty commit tool accepted")
+	}
+	if _, err := New(WithCommitTool("a\nb")); err == nil {
+		t.Error("two-line commit tool accepted")
+	}
+}
+
+func TestDepthAndSize(t *testing.T) {
+	s := "git status"
+	for range 12 {
+		s = "bash -c " + shellQuote(s)
+	}
+	if got := want(Check(s)); got != "undecidable" {
+		t.Errorf("12 nested bash -c = %s, want undecidable", got)
+	}
+	var b strings.Builder
+	b.WriteString("f0() { git status; }\n")
+	for i := 1; i < 30; i++ {
+		b.WriteString("f" + itoa(i) + "() { f" + itoa(i-1) + "; f" + itoa(i-1) + "; }\n")
+	}
+	b.WriteString("f29\n")
+	if got := want(Check(b.String())); got != "allow" && got != "undecidable" {
+		t.Errorf("exponential calls = %s", got)
+	}
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+func itoa(i int) string {
+	if i < 10 {
+		return string(rune('0' + i))
+	}
+	return itoa(i/10) + string(rune('0'+i%10))
+}
+
+func TestConcurrent(t *testing.T) {
+	done := make(chan bool)
+	for range 8 {
+		go func() {
+			for _, tc := range tableCases {
+				if got := want(Check(tc.script)); got != tc.want {
+					t.Errorf("concurrent Check(%q) = %s, want %s", tc.script, got, tc.want)
+				}
+			}
+			done <- true
+		}()
+	}
+	for range 8 {
+		<-done
+	}
+}
