@@ -1,6 +1,293 @@
-// Command watchd is being written; this placeholder keeps the module building.
+// Command watchd relays the progress of a chat's run: `watchd follow`
+// prints it until the run ends, `watchd serve` serves it over HTTP.
+// Everything but flags, signals and logging lives in package watchd.
 package main
 
-import "os"
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
 
-func main() { os.Stderr.WriteString("watchd: not built yet\n"); os.Exit(2) }
+	"github.com/vmspool/vmspool/internal/cli"
+	"github.com/vmspool/vmspool/spool"
+	"github.com/vmspool/vmspool/watchd"
+)
+
+const name = "watchd"
+
+const usage = `usage:
+  watchd follow --chat C [--job J] [--json] [--timeout D] [--every D] [--poll D] [--spool DIR]
+  watchd serve [--listen ADDR] [--poll D] [--spool DIR]
+
+follow prints each new status of the chat's run, one line each, until the
+run ends: exit 0 done, 1 failed or cancelled, 124 timed out.
+serve serves GET /chats/C, GET /chats/C/events (server-sent events) and
+GET / (a page of live runs), on loopback by default (` + watchd.DefaultListen + `).
+Run "watchd follow -h" or "watchd serve -h" for each one's flags.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return cli.ExitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return cli.ExitOK
+	case "--version", "-version", "version":
+		fmt.Fprintln(stdout, cli.Version(name))
+		return cli.ExitOK
+	case "follow":
+		return follow(args[1:], stdout, stderr)
+	case "serve":
+		return serve(args[1:], stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "watchd: unknown command %q; run \"watchd -h\" for the commands (follow, serve)\n", args[0])
+	return cli.ExitUsage
+}
+
+// common are the flags both commands take.
+type common struct {
+	spoolDir string
+	poll     time.Duration
+	logLevel string
+	version  bool
+}
+
+func (c *common) register(fs *flag.FlagSet, level string) {
+	fs.StringVar(&c.spoolDir, "spool", "", "the spool `DIR` (default $SPOOL_DIR, $JOBS_DIR, then the per-user default)")
+	fs.DurationVar(&c.poll, "poll", 0, "poll every `D` instead of using inotify (NFS, FUSE, shared trees)")
+	fs.StringVar(&c.logLevel, "log-level", level, "log `level`: debug, info, warn, error")
+	fs.BoolVar(&c.version, "version", false, "print the version and exit")
+}
+
+func parse(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (code int, ok bool) {
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fs.Usage()
+			return cli.ExitOK, false
+		}
+		return cli.ExitUsage, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "watchd %s: unexpected argument %q; run \"watchd %s -h\"\n", fs.Name(), fs.Arg(0), fs.Name())
+		return cli.ExitUsage, false
+	}
+	return 0, true
+}
+
+func fail(stderr io.Writer, code int, format string, args ...any) int {
+	fmt.Fprintf(stderr, "watchd: "+format+"\n", args...)
+	return code
+}
+
+func openSpool(c *common, stderr io.Writer) (*spool.Spool, int) {
+	dir := spool.ResolveDir(c.spoolDir, os.Getenv, os.Getuid())
+	s, err := spool.Open(dir)
+	if err != nil {
+		return nil, fail(stderr, cli.ExitUsage, "%v", err)
+	}
+	return s, 0
+}
+
+func follow(args []string, stdout, stderr io.Writer) int {
+	// The start, stamped before anything else: a document stamped before it
+	// belongs to an earlier run (invariant 7).
+	began := time.Now()
+	fs := flag.NewFlagSet("follow", flag.ContinueOnError)
+	var c common
+	c.register(fs, "warn")
+	var (
+		chat, job   string
+		asJSON      bool
+		timeout, ev time.Duration
+	)
+	fs.StringVar(&chat, "chat", "", "the `chat` to follow (required)")
+	fs.StringVar(&job, "job", "", "follow this `job` only, whatever its document's stamp")
+	fs.BoolVar(&asJSON, "json", false, "print Open WebUI status events, the last with \"done\": true")
+	fs.DurationVar(&timeout, "timeout", 0, "give up after `D` with exit 124 (0: never)")
+	fs.DurationVar(&ev, "every", 0, "relay at most one status per `D`, the newest; questions and the end are never held back")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: watchd follow --chat C [--job J] [--json] [--timeout D] [--every D] [--poll D] [--spool DIR]")
+		fs.PrintDefaults()
+	}
+	if code, ok := parse(fs, args, stdout, stderr); !ok {
+		return code
+	}
+	if c.version {
+		fmt.Fprintln(stdout, cli.Version(name))
+		return cli.ExitOK
+	}
+	if chat == "" {
+		return fail(stderr, cli.ExitUsage, "follow: --chat is required; run \"watchd follow -h\"")
+	}
+	if err := spool.CheckChatID(chat); err != nil {
+		return fail(stderr, cli.ExitUsage, "%v", err)
+	}
+	if job != "" {
+		if err := spool.CheckJobID(job); err != nil {
+			return fail(stderr, cli.ExitUsage, "%v", err)
+		}
+	}
+	if timeout < 0 || ev < 0 || c.poll < 0 {
+		return fail(stderr, cli.ExitUsage, "follow: durations must not be negative")
+	}
+	log, err := cli.Logger(stderr, c.logLevel)
+	if err != nil {
+		return fail(stderr, cli.ExitUsage, "%v", err)
+	}
+	s, code := openSpool(&c, stderr)
+	if s == nil {
+		return code
+	}
+	defer s.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	var got os.Signal
+	go func() {
+		if sig, ok := <-sigs; ok {
+			got = sig
+			cancel()
+		}
+	}()
+	end, err := watchd.Follow(ctx, watchd.FollowConfig{
+		Spool: s, Chat: chat, Job: job, Began: began,
+		JSON: asJSON, Every: ev, Timeout: timeout, Poll: c.poll,
+		Out: stdout, Log: log.WithField("chat", chat),
+	})
+	signal.Stop(sigs)
+	close(sigs)
+	switch {
+	case errors.Is(err, watchd.ErrTimeout):
+		return cli.ExitTimeout
+	case err != nil && ctx.Err() != nil:
+		// Stopped by a signal: the conventional 128+n, so that a caller
+		// never reads it as the run's outcome.
+		if sig, ok := got.(syscall.Signal); ok {
+			return 128 + int(sig)
+		}
+		return cli.ExitFail
+	case err != nil:
+		return fail(stderr, cli.ExitFail, "follow: chat %s: %v", chat, err)
+	case end.State == spool.Done:
+		return cli.ExitOK
+	}
+	return cli.ExitFail
+}
+
+func serve(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	var c common
+	c.register(fs, "info")
+	var (
+		listen, addrFile string
+		maxSubs          int
+		rescan           time.Duration
+	)
+	fs.StringVar(&listen, "listen", watchd.DefaultListen, "listen on `ADDR` (port 0: any free port)")
+	fs.StringVar(&addrFile, "addr-file", "", "write the address listened on to `FILE` once listening (for scripts that use port 0)")
+	fs.IntVar(&maxSubs, "max-subscribers", 4096, "refuse event streams beyond `N` with 503")
+	fs.DurationVar(&rescan, "rescan", 5*time.Second, "inotify mode's safety-net re-read of followed chats every `D`")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: watchd serve [--listen ADDR] [--poll D] [--spool DIR]")
+		fs.PrintDefaults()
+	}
+	if code, ok := parse(fs, args, stdout, stderr); !ok {
+		return code
+	}
+	if c.version {
+		fmt.Fprintln(stdout, cli.Version(name))
+		return cli.ExitOK
+	}
+	if c.poll < 0 || rescan < 0 || maxSubs < 0 {
+		return fail(stderr, cli.ExitUsage, "serve: durations and counts must not be negative")
+	}
+	log, err := cli.Logger(stderr, c.logLevel)
+	if err != nil {
+		return fail(stderr, cli.ExitUsage, "%v", err)
+	}
+	s, code := openSpool(&c, stderr)
+	if s == nil {
+		return code
+	}
+	defer s.Close()
+	hub, err := watchd.NewHub(s, watchd.HubConfig{Poll: c.poll, Rescan: rescan, Log: log})
+	if err != nil {
+		return fail(stderr, cli.ExitFail, "serve: %v", err)
+	}
+	defer hub.Close()
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fail(stderr, cli.ExitFail, "serve: %v (is another watchd running? pick another --listen)", err)
+	}
+	addr := ln.Addr().(*net.TCPAddr)
+	if !addr.IP.IsLoopback() {
+		log.WithField("addr", addr.String()).Warn("listening beyond loopback: the documents hold what people asked and answered")
+	}
+
+	base, stopStreams := context.WithCancel(context.Background())
+	defer stopStreams()
+	go hub.Run(base)
+	srv := watchd.NewServer(watchd.ServerConfig{Spool: s, Hub: hub, Log: log, MaxSubscribers: maxSubs})
+	hs := srv.HTTPServer(listen, base)
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	if addrFile != "" {
+		if err := writeAddr(addrFile, addr.String()); err != nil {
+			return fail(stderr, cli.ExitFail, "serve: --addr-file: %v", err)
+		}
+	}
+	mode := "inotify"
+	if c.poll > 0 {
+		mode = "poll " + c.poll.String()
+	}
+	log.WithFields(map[string]any{"addr": addr.String(), "spool": s.Dir, "watch": mode}).Info("listening")
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	select {
+	case sig := <-sigs:
+		log.WithField("signal", sig.String()).Info("shutting down")
+	case err := <-errc:
+		return fail(stderr, cli.ExitFail, "serve: %v", err)
+	}
+	// End the streams first: Shutdown waits for handlers, and a stream's
+	// handler lasts as long as its run.
+	stopStreams()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(ctx); err != nil {
+		log.WithError(err).Warn("shutdown")
+	}
+	log.Info("stopped")
+	return cli.ExitOK
+}
+
+// writeAddr writes the address atomically, so a script polling for the
+// file never reads half of it.
+func writeAddr(path, addr string) error {
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
+	if err := os.WriteFile(tmp, []byte(addr+"\n"), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

@@ -1,0 +1,268 @@
+package watchd
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/vmspool/vmspool/spool"
+)
+
+// Rounding is how far before its start a watcher still accepts a document's
+// stamp: "updated" is rounded to 10 ms, so a document written just after
+// the start may carry a stamp just before it.
+const Rounding = 0.01
+
+// Kind says what an Output is.
+type Kind string
+
+// The kinds of output. Status, Note and Answer come from events; Gap says
+// events were lost to the document's window; Question is a question the
+// run asks; End is the run's end, always the last output.
+const (
+	Status   Kind = "status"
+	Note     Kind = "note" // start, gate, worker and other daemon events
+	Answer   Kind = "answer"
+	Question Kind = "question"
+	Gap      Kind = "gap"
+	End      Kind = "end"
+)
+
+// Output is one thing to tell the person.
+type Output struct {
+	Kind Kind
+	Job  string
+	// Seq is the seq of the event; for a Gap the last seq not shown, for a
+	// Question without its event and for the End the document's seq.
+	Seq   int64
+	Event *spool.Event // the event, for Status, Note, Answer and a Question from its event
+	// Text is the line a person reads.
+	Text     string
+	Question *spool.Question // Question only
+	Skipped  int64           // Gap only
+	State    spool.State     // End only: done, failed or cancelled
+	Exit     *int            // End only
+	Error    *string         // End only
+	// FromResult is set on an End read from the job's result file, because
+	// the chat's document had already moved on to another run.
+	FromResult bool
+}
+
+// Guards configures a Follower. Began is the watcher's start on the wall
+// clock (spool.Stamp); Job, if not empty, is the one job to follow.
+type Guards struct {
+	Began float64
+	Job   string
+	// Last is the seq already relayed, for a subscriber that resumes
+	// (SSE's Last-Event-ID); 0 for a fresh one.
+	Last int64
+	// Ended is set for a resuming subscriber that already had the end.
+	Ended bool
+}
+
+// Follower is the bookkeeping of one watcher of one chat: which documents
+// count (the guards), which events were already said (the seq), which
+// question was shown, and whether the run ended. It does no I/O and is not
+// safe for concurrent use.
+type Follower struct {
+	g      Guards
+	job    string // the followed job: Guards.Job, or the first one accepted
+	last   int64
+	status string // the last status said, for documents without events
+	asked  map[string]bool
+	ended  bool
+}
+
+// NewFollower returns a Follower with the given guards.
+func NewFollower(g Guards) *Follower {
+	return &Follower{g: g, job: g.Job, last: g.Last, ended: g.Ended, asked: map[string]bool{}}
+}
+
+// Job returns the job being followed: the one named in the guards, or the
+// one whose document was accepted first; "" while none is known.
+func (f *Follower) Job() string { return f.job }
+
+// Last returns the seq of the last event relayed.
+func (f *Follower) Last() int64 { return f.last }
+
+// Ended reports whether the run's end was given out.
+func (f *Follower) Ended() bool { return f.ended }
+
+// Accepts reports whether the guards let doc through. Without a job id it
+// must be stamped at or after the start (less the rounding), and once a
+// job was accepted only that job's documents count: a document of another
+// job is a later run of the chat, not this watcher's (it ignores it; the
+// Watcher then looks at the followed job's result file). With a job id,
+// only that job's documents count, whatever their stamp, so that a run
+// that ended before its watcher started is still reported.
+func (f *Follower) Accepts(doc *spool.Progress) bool {
+	if doc == nil {
+		return false
+	}
+	if f.job != "" {
+		return doc.Job == f.job
+	}
+	return doc.Updated >= f.g.Began-Rounding
+}
+
+// Feed takes the chat's current document and returns what is new in it,
+// in seq order, ending with the End if the run ended. A document the guards
+// refuse, or any document after the end, gives nothing.
+func (f *Follower) Feed(doc *spool.Progress) []Output {
+	if f.ended || !f.Accepts(doc) {
+		return nil
+	}
+	if f.job == "" {
+		f.job = doc.Job
+	}
+	var out []Output
+	evs := doc.Events
+	if !slices.IsSortedFunc(evs, func(a, b spool.Event) int { return cmpSeq(a.Seq, b.Seq) }) {
+		evs = slices.Clone(evs)
+		slices.SortStableFunc(evs, func(a, b spool.Event) int { return cmpSeq(a.Seq, b.Seq) })
+	}
+	for i := range evs {
+		ev := &evs[i]
+		if ev.Seq <= f.last {
+			// Said before (or before a resume): a question among them was
+			// shown already.
+			if ev.Type == spool.EventQuestion && ev.ID != "" {
+				f.asked[ev.ID] = true
+			}
+			continue
+		}
+		if ev.Seq > f.last+1 {
+			out = append(out, gap(doc.Job, f.last, ev.Seq))
+		}
+		f.last = ev.Seq
+		if o, ok := f.event(doc.Job, ev); ok {
+			out = append(out, o)
+		}
+	}
+	if doc.Seq > f.last {
+		// The document counts events its list does not hold (a writer
+		// that keeps fewer, or only "status", like the Python tools).
+		if len(evs) == 0 && doc.Status != "" && doc.Status != f.status {
+			if doc.Seq > f.last+1 {
+				out = append(out, gap(doc.Job, f.last, doc.Seq))
+			}
+			f.status = doc.Status
+			out = append(out, Output{Kind: Status, Job: doc.Job, Seq: doc.Seq, Text: doc.Status})
+		} else {
+			out = append(out, gap(doc.Job, f.last, doc.Seq+1))
+		}
+		f.last = doc.Seq
+	}
+	if q := doc.Question; q != nil && !doc.Done && !f.asked[q.ID] {
+		f.asked[q.ID] = true
+		out = append(out, Output{Kind: Question, Job: doc.Job, Seq: doc.Seq, Question: q, Text: QuestionLine(q.Text, q.Options)})
+	}
+	if doc.Done {
+		f.ended = true
+		out = append(out, endOf(doc))
+	}
+	return out
+}
+
+// event turns one event into an output, or nothing for an event whose news
+// the End carries (type end).
+func (f *Follower) event(job string, ev *spool.Event) (Output, bool) {
+	o := Output{Job: job, Seq: ev.Seq, Event: ev}
+	switch ev.Type {
+	case spool.EventStatus, "":
+		o.Kind, o.Text = Status, ev.Text
+		f.status = ev.Text
+	case spool.EventQuestion:
+		if ev.ID != "" {
+			if f.asked[ev.ID] {
+				return o, false
+			}
+			f.asked[ev.ID] = true
+		}
+		q := &spool.Question{ID: ev.ID, Text: ev.Text, Options: ev.Options, Asked: ev.At}
+		o.Kind, o.Question, o.Text = Question, q, QuestionLine(ev.Text, ev.Options)
+	case spool.EventAnswer:
+		o.Kind, o.Text = Answer, "answered: "+ev.Text
+	case spool.EventEnd:
+		return o, false
+	case spool.EventStart:
+		o.Kind, o.Text = Note, "started"+suffix(ev.Text)
+	case spool.EventGate:
+		o.Kind, o.Text = Note, "gate"+suffix(ev.Text)
+	default:
+		o.Kind, o.Text = Note, ev.Type+suffix(ev.Text)
+	}
+	return o, true
+}
+
+func suffix(text string) string {
+	if text == "" {
+		return ""
+	}
+	return ": " + text
+}
+
+// gap is the line for the events after last and before next that the
+// document no longer holds.
+func gap(job string, last, next int64) Output {
+	n := next - last - 1
+	word := "events"
+	if n == 1 {
+		word = "event"
+	}
+	return Output{Kind: Gap, Job: job, Seq: next - 1, Skipped: n,
+		Text: fmt.Sprintf("(%d earlier %s not shown)", n, word)}
+}
+
+// QuestionLine is how a question reads as one status line.
+func QuestionLine(text string, options []string) string {
+	if len(options) == 0 {
+		return "Question: " + text
+	}
+	return "Question: " + text + " [" + strings.Join(options, "/") + "]"
+}
+
+// endOf is the End of a document whose run ended. A document marked done
+// without a final state (a writer of the Python era) is done if it says
+// exit 0 and no error, failed otherwise.
+func endOf(doc *spool.Progress) Output {
+	st := doc.State
+	if !st.Final() {
+		st = spool.Failed
+		if doc.Error == nil && (doc.Exit == nil || *doc.Exit == 0) {
+			st = spool.Done
+		}
+	}
+	return Output{Kind: End, Job: doc.Job, Seq: doc.Seq, State: st, Exit: doc.Exit, Error: doc.Error,
+		Text: EndLine(st, doc.Exit, doc.Error)}
+}
+
+// EndOfResult is the End told from a job's result file.
+func EndOfResult(r *spool.Result, seq int64) Output {
+	o := Output{Kind: End, Job: r.Job, Seq: seq, State: r.State, Exit: r.Exit, Error: r.Error, FromResult: true}
+	o.Text = EndLine(r.State, r.Exit, r.Error)
+	return o
+}
+
+// EndLine is how a run's end reads: "done", "failed (exit 3): boom",
+// "cancelled: by operator".
+func EndLine(st spool.State, exit *int, errText *string) string {
+	s := string(st)
+	if exit != nil && (*exit != 0 || st != spool.Done) {
+		s += fmt.Sprintf(" (exit %d)", *exit)
+	}
+	if errText != nil && *errText != "" {
+		s += ": " + *errText
+	}
+	return s
+}
+
+func cmpSeq(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

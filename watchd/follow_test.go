@@ -1,0 +1,255 @@
+package watchd
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/vmspool/vmspool/spool"
+)
+
+func ip(n int) *int       { return &n }
+func sp(s string) *string { return &s }
+
+// evs makes status events with the given seqs, texts "s<seq>".
+func evs(seqs ...int64) []spool.Event {
+	var out []spool.Event
+	for _, s := range seqs {
+		out = append(out, spool.Event{Seq: s, Type: spool.EventStatus, Text: fmt.Sprintf("s%d", s)})
+	}
+	return out
+}
+
+func rng(a, b int64) []spool.Event {
+	var s []int64
+	for i := a; i <= b; i++ {
+		s = append(s, i)
+	}
+	return evs(s...)
+}
+
+func doc(job string, updated float64, events []spool.Event) *spool.Progress {
+	p := &spool.Progress{Job: job, Chat: "c", Updated: updated, State: spool.Running, Events: events}
+	for _, e := range events {
+		p.Seq = max(p.Seq, e.Seq)
+	}
+	return p
+}
+
+func done(p *spool.Progress, st spool.State, exit int) *spool.Progress {
+	p.Done, p.State, p.Exit = true, st, ip(exit)
+	return p
+}
+
+// said renders outputs as "kind:text" for comparison.
+func said(outs []Output) string {
+	var b []string
+	for _, o := range outs {
+		b = append(b, string(o.Kind)+":"+o.Text)
+	}
+	return strings.Join(b, " | ")
+}
+
+func TestFollowerGuards(t *testing.T) {
+	const began = 1000.0
+	tests := []struct {
+		name  string
+		g     Guards
+		docs  []*spool.Progress
+		want  string
+		ended bool
+	}{
+		{
+			name: "stamp guard: a document stamped before the start is a previous run's",
+			g:    Guards{Began: began},
+			docs: []*spool.Progress{done(doc("old", 990, rng(1, 3)), spool.Done, 0)},
+			want: "",
+		},
+		{
+			name: "stamp guard allows the 10 ms rounding",
+			g:    Guards{Began: began},
+			docs: []*spool.Progress{doc("new", began-0.01, evs(1))},
+			want: "status:s1",
+		},
+		{
+			name: "stamp guard: 20 ms before is stale",
+			g:    Guards{Began: began},
+			docs: []*spool.Progress{doc("old", began-0.02, evs(1))},
+			want: "",
+		},
+		{
+			name: "the older submitter's stale done document, then the new run",
+			g:    Guards{Began: began},
+			docs: []*spool.Progress{
+				done(doc("old", 999, rng(1, 12)), spool.Done, 0),
+				doc("new", 1001, evs(1, 2)),
+				done(doc("new", 1002, evs(1, 2, 3)), spool.Done, 0),
+			},
+			want:  "status:s1 | status:s2 | status:s3 | end:done",
+			ended: true,
+		},
+		{
+			name: "job guard: a stale document of another job stamped after the start",
+			g:    Guards{Began: began, Job: "j2"},
+			docs: []*spool.Progress{done(doc("j1", 1005, rng(1, 5)), spool.Done, 0), doc("j2", 1006, evs(1))},
+			want: "status:s1",
+		},
+		{
+			name:  "job guard accepts its own job whatever the stamp: a run that ended before the watcher",
+			g:     Guards{Began: began, Job: "j1"},
+			docs:  []*spool.Progress{done(doc("j1", 900, rng(1, 2)), spool.Failed, 3)},
+			want:  "status:s1 | status:s2 | end:failed (exit 3)",
+			ended: true,
+		},
+		{
+			name: "without a job id, a later run's document is not this watcher's",
+			g:    Guards{Began: began},
+			docs: []*spool.Progress{doc("a", 1001, evs(1)), doc("b", 1002, rng(1, 4))},
+			want: "status:s1",
+		},
+		{
+			name: "each event once, in seq order, across replaces",
+			g:    Guards{Began: began},
+			docs: []*spool.Progress{doc("j", 1001, evs(1, 2)), doc("j", 1002, evs(1, 2)), doc("j", 1003, evs(1, 2, 3, 4))},
+			want: "status:s1 | status:s2 | status:s3 | status:s4",
+		},
+		{
+			name: "events out of order in the list are said in seq order",
+			g:    Guards{Began: began},
+			docs: []*spool.Progress{doc("j", 1001, evs(2, 1, 3))},
+			want: "status:s1 | status:s2 | status:s3",
+		},
+		{
+			name: "an older document after a newer one adds nothing",
+			g:    Guards{Began: began},
+			docs: []*spool.Progress{doc("j", 1002, evs(1, 2, 3)), doc("j", 1001, evs(1, 2))},
+			want: "status:s1 | status:s2 | status:s3",
+		},
+		{
+			name: "a gap beyond the 64 kept is said as one line",
+			g:    Guards{Began: began},
+			docs: []*spool.Progress{doc("j", 1001, evs(1)), doc("j", 1002, rng(10, 11))},
+			want: "status:s1 | gap:(8 earlier events not shown) | status:s10 | status:s11",
+		},
+		{
+			name: "a watcher joining late says what it missed",
+			g:    Guards{Began: began},
+			docs: []*spool.Progress{doc("j", 1001, rng(2, 3))},
+			want: "gap:(1 earlier event not shown) | status:s2 | status:s3",
+		},
+		{
+			name: "a seq beyond the list",
+			g:    Guards{Began: began},
+			docs: []*spool.Progress{func() *spool.Progress { p := doc("j", 1001, evs(1)); p.Seq = 4; return p }()},
+			want: "status:s1 | gap:(3 earlier events not shown)",
+		},
+		{
+			name: "a resuming subscriber gets nothing twice",
+			g:    Guards{Began: began, Job: "j", Last: 2},
+			docs: []*spool.Progress{doc("j", 900, rng(1, 4))},
+			want: "status:s3 | status:s4",
+		},
+		{
+			name: "a Python-era document with only a status",
+			g:    Guards{Began: began},
+			docs: []*spool.Progress{
+				{Job: "p", Updated: 1001, Seq: 1, Status: "working"},
+				{Job: "p", Updated: 1002, Seq: 2, Status: "still"},
+				{Job: "p", Updated: 1003, Seq: 2, Status: "still", Done: true},
+			},
+			want:  "status:working | status:still | end:done",
+			ended: true,
+		},
+		{
+			name: "done without a state, exit 1",
+			g:    Guards{Began: began},
+			docs: []*spool.Progress{{Job: "p", Updated: 1001, Done: true, Exit: ip(1), Events: []spool.Event{}}},
+			want: "end:failed (exit 1)", ended: true,
+		},
+		{
+			name: "nothing after the end",
+			g:    Guards{Began: began},
+			docs: []*spool.Progress{done(doc("j", 1001, evs(1)), spool.Cancelled, 143), doc("j", 1002, evs(1, 2))},
+			want: "status:s1 | end:cancelled (exit 143)", ended: true,
+		},
+		{
+			name: "a nil document (none there) is nothing",
+			g:    Guards{Began: began},
+			docs: []*spool.Progress{nil, doc("j", 1001, evs(1))},
+			want: "status:s1",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := NewFollower(tt.g)
+			var outs []Output
+			for _, d := range tt.docs {
+				outs = append(outs, f.Feed(d)...)
+			}
+			if got := said(outs); got != tt.want {
+				t.Errorf("said\n  %s\nwant\n  %s", got, tt.want)
+			}
+			if f.Ended() != tt.ended {
+				t.Errorf("ended = %v, want %v", f.Ended(), tt.ended)
+			}
+		})
+	}
+}
+
+func TestFollowerQuestionAnswerAndNotes(t *testing.T) {
+	f := NewFollower(Guards{Began: 1000})
+	q := spool.Event{Seq: 3, Type: spool.EventQuestion, ID: "q1", Text: "Ship the fix?", Options: []string{"yes", "no"}}
+	d1 := doc("j", 1001, []spool.Event{{Seq: 1, Type: spool.EventStart, Text: "attempt 1 on w1"}, {Seq: 2, Type: spool.EventGate, Text: "allowed"}, q})
+	d1.Question = &spool.Question{ID: "q1", Text: q.Text, Options: q.Options}
+	d1.State = spool.Waiting
+	// The same question again in the next flush must not be asked twice.
+	d2 := doc("j", 1002, []spool.Event{q, {Seq: 4, Type: spool.EventAnswer, ID: "q1", Text: "yes"}, {Seq: 5, Type: spool.EventWorker, Text: "lease renewed"}, {Seq: 6, Type: spool.EventEnd, Text: "exit 0"}})
+	d2.Question = &spool.Question{ID: "q1", Text: q.Text, Options: q.Options}
+	d2 = done(d2, spool.Done, 0)
+	got := said(append(f.Feed(d1), f.Feed(d2)...))
+	want := "note:started: attempt 1 on w1 | note:gate: allowed | question:Question: Ship the fix? [yes/no] | answer:answered: yes | note:worker: lease renewed | end:done"
+	if got != want {
+		t.Errorf("said\n  %s\nwant\n  %s", got, want)
+	}
+}
+
+func TestFollowerQuestionOnlyInDocument(t *testing.T) {
+	// The question event scrolled out of the 64; the document's question is
+	// still shown, once.
+	f := NewFollower(Guards{Began: 1000})
+	d := doc("j", 1001, evs(1))
+	d.Question = &spool.Question{ID: "q9", Text: "Proceed?"}
+	got := said(append(f.Feed(d), f.Feed(d)...))
+	if want := "status:s1 | question:Question: Proceed?"; got != want {
+		t.Errorf("said %s, want %s", got, want)
+	}
+}
+
+func TestFollowerResumeSkipsShownQuestion(t *testing.T) {
+	f := NewFollower(Guards{Began: 1000, Job: "j", Last: 3})
+	d := doc("j", 1001, []spool.Event{{Seq: 3, Type: spool.EventQuestion, ID: "q1", Text: "Go?"}})
+	d.Question = &spool.Question{ID: "q1", Text: "Go?"}
+	if got := said(f.Feed(d)); got != "" {
+		t.Errorf("resumed after the question, said %q", got)
+	}
+}
+
+func TestEndLine(t *testing.T) {
+	tests := []struct {
+		st   spool.State
+		exit *int
+		err  *string
+		want string
+	}{
+		{spool.Done, ip(0), nil, "done"},
+		{spool.Done, nil, nil, "done"},
+		{spool.Failed, ip(2), sp("boom"), "failed (exit 2): boom"},
+		{spool.Failed, nil, sp("gate: git commit refused"), "failed: gate: git commit refused"},
+		{spool.Cancelled, nil, nil, "cancelled"},
+	}
+	for _, tt := range tests {
+		if got := EndLine(tt.st, tt.exit, tt.err); got != tt.want {
+			t.Errorf("EndLine(%s) = %q, want %q", tt.st, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,383 @@
+package watchd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/sirupsen/logrus"
+	"github.com/vmspool/vmspool/spool"
+)
+
+// HubConfig configures a Hub.
+type HubConfig struct {
+	// Poll, if not zero, replaces inotify: every Poll the subscribed
+	// chats' documents are stat'd (one lstat each, never a readdir) and
+	// read if they changed. For NFS, FUSE and trees shared between hosts,
+	// whose changes inotify never sees.
+	Poll time.Duration
+	// Rescan is the safety net of the inotify mode: every Rescan the
+	// subscribed chats' documents are stat'd and read if they changed
+	// unseen (a watch lost to an unmount, a missed event). Default 5s.
+	Rescan time.Duration
+	// Log gets one line per warning: a document that does not parse, a
+	// symlink in a document's place, a lost watch.
+	Log logrus.FieldLogger
+}
+
+// Snapshot is a chat's document as read once for all its subscribers.
+// Doc is nil when there is none, or when it cannot be read (Err says why).
+// Subscribers share it and must not modify it.
+type Snapshot struct {
+	Doc *spool.Progress
+	Err error
+}
+
+// Hub watches progress/ once and tells each subscriber of a chat when the
+// chat's document changed, reading it once per change however many
+// subscribe. A subscriber costs a small struct, and the Hub never waits
+// for one: a subscriber holds only the newest snapshot, and a slow one
+// skips those it had no time for.
+type Hub struct {
+	s   *spool.Spool
+	cfg HubConfig
+	log logrus.FieldLogger
+	w   *fsnotify.Watcher // nil in poll mode
+	dir fileID            // the progress/ directory watched
+
+	mu    sync.Mutex
+	chats map[string]*chatWatch
+}
+
+type chatWatch struct {
+	chat string
+	mu   sync.Mutex // held across a read and its delivery, so a newer read is never overtaken by an older one
+	subs map[*Sub]struct{}
+	seen fileID // the file last read, for the poll and the safety net
+	snap Snapshot
+	read bool   // snap holds a read made while subscribed
+	warn string // the last warning logged, so each problem is said once
+}
+
+// fileID tells one version of a document from another without reading it:
+// a replace by rename always brings a new inode.
+type fileID struct {
+	dev, ino     uint64
+	size         int64
+	mtime, ctime int64
+}
+
+func idOf(fi fs.FileInfo) fileID {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fileID{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+	}
+	return fileID{dev: uint64(st.Dev), ino: st.Ino, size: st.Size,
+		mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}
+}
+
+// NewHub starts watching the spool's progress/ directory (creating it,
+// empty, if it is missing: a watcher may start before any daemon did).
+// The watch is in place when NewHub returns, so a document read after it
+// can never miss a later change. Run must be called to deliver changes.
+func NewHub(s *spool.Spool, cfg HubConfig) (*Hub, error) {
+	if cfg.Rescan <= 0 {
+		cfg.Rescan = 5 * time.Second
+	}
+	h := &Hub{s: s, cfg: cfg, log: cfg.Log, chats: map[string]*chatWatch{}}
+	if h.log == nil {
+		l := logrus.New()
+		l.SetOutput(discard{})
+		h.log = l
+	}
+	if err := h.ensureDir(); err != nil {
+		return nil, err
+	}
+	if cfg.Poll > 0 {
+		return h, nil
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, fmt.Errorf("watching %s: %w (try --poll 1s)", s.Path(spool.ProgressDir), err)
+	}
+	h.w = w
+	if err := h.addWatch(); err != nil {
+		w.Close()
+		return nil, err
+	}
+	return h, nil
+}
+
+type discard struct{}
+
+func (discard) Write(b []byte) (int, error) { return len(b), nil }
+
+func (h *Hub) ensureDir() error {
+	r := h.s.Root()
+	err := r.Mkdir(spool.ProgressDir, spool.DirMode)
+	if err == nil {
+		r.Chmod(spool.ProgressDir, spool.DirMode)
+	} else if !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("spool %s: cannot create: %w", h.s.Path(spool.ProgressDir), err)
+	}
+	fi, err := r.Lstat(spool.ProgressDir)
+	if err != nil {
+		return fmt.Errorf("spool %s: %w", h.s.Path(spool.ProgressDir), err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("spool %s: %w (want a directory)", h.s.Path(spool.ProgressDir), spool.ErrNotRegular)
+	}
+	h.dir = idOf(fi)
+	h.dir.size, h.dir.mtime, h.dir.ctime = 0, 0, 0
+	return nil
+}
+
+// addWatch watches the DIRECTORY: a watch on the document itself is lost
+// at its first replace, and the new name arrives as a Create
+// (IN_MOVED_TO) in the directory.
+func (h *Hub) addWatch() error {
+	p := h.s.Path(spool.ProgressDir)
+	if err := h.w.Add(p); err != nil {
+		return fmt.Errorf("watching %s: %w (try --poll 1s)", p, err)
+	}
+	return nil
+}
+
+// Close stops the watch.
+func (h *Hub) Close() error {
+	if h.w != nil {
+		return h.w.Close()
+	}
+	return nil
+}
+
+// Run delivers changes until ctx is done.
+func (h *Hub) Run(ctx context.Context) error {
+	every := h.cfg.Rescan
+	if h.cfg.Poll > 0 {
+		every = h.cfg.Poll
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	var events chan fsnotify.Event
+	var errs chan error
+	if h.w != nil {
+		events, errs = h.w.Events, h.w.Errors
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			name := filepath.Base(ev.Name)
+			if name == "" || name[0] == '.' {
+				continue // a writer's temporary
+			}
+			if cw := h.lookup(name); cw != nil {
+				h.refresh(cw, false)
+			}
+		case err, ok := <-errs:
+			// Always drained: an undrained Errors stalls the watcher for good.
+			if !ok {
+				errs = nil
+				continue
+			}
+			if errors.Is(err, fsnotify.ErrEventOverflow) {
+				h.log.WithError(err).Warn("inotify queue overflowed; rereading every followed chat")
+				h.scan(true)
+				continue
+			}
+			h.log.WithError(err).Warn("watching progress/")
+		case <-tick.C:
+			if h.w != nil {
+				h.checkDir()
+			}
+			h.scan(false)
+		}
+	}
+}
+
+// checkDir re-adds the watch if progress/ was removed or replaced (an
+// operator's rm -r, an unmount): the old watch silently sees nothing.
+func (h *Hub) checkDir() {
+	fi, err := h.s.Root().Lstat(spool.ProgressDir)
+	if err == nil {
+		id := idOf(fi)
+		if id.dev == h.dir.dev && id.ino == h.dir.ino {
+			return
+		}
+	}
+	h.w.Remove(h.s.Path(spool.ProgressDir))
+	if err := h.ensureDir(); err != nil {
+		h.log.WithError(err).Warn("progress/ is gone")
+		return
+	}
+	if err := h.addWatch(); err != nil {
+		h.log.WithError(err).Warn("progress/ was replaced")
+		return
+	}
+	h.log.Info("progress/ was replaced; watching the new one")
+	h.scan(true)
+}
+
+func (h *Hub) lookup(chat string) *chatWatch {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.chats[chat]
+}
+
+// scan rereads the subscribed chats' documents: all of them if force, else
+// those whose file changed since it was last read (one lstat each).
+func (h *Hub) scan(force bool) {
+	h.mu.Lock()
+	cws := make([]*chatWatch, 0, len(h.chats))
+	for _, cw := range h.chats {
+		cws = append(cws, cw)
+	}
+	h.mu.Unlock()
+	for _, cw := range cws {
+		h.refresh(cw, !force)
+	}
+}
+
+// refresh reads the chat's document and hands it to every subscriber. With
+// ifChanged, it first compares the file with the one last read and does
+// nothing if it is the same.
+func (h *Hub) refresh(cw *chatWatch, ifChanged bool) {
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	name := spool.ProgressPath(cw.chat)
+	var id fileID
+	if fi, err := h.s.Root().Lstat(name); err == nil {
+		id = idOf(fi)
+	}
+	if ifChanged && cw.read && id == cw.seen {
+		return
+	}
+	cw.seen = id
+	doc, err := h.s.ReadProgress(cw.chat)
+	var snap Snapshot
+	switch {
+	case err == nil:
+		snap.Doc = doc
+		cw.warn = ""
+	case errors.Is(err, fs.ErrNotExist):
+		cw.warn = ""
+	default:
+		snap.Err = err
+		if msg := err.Error(); msg != cw.warn {
+			cw.warn = msg
+			h.log.WithField("chat", cw.chat).WithError(err).Warn("skipping a progress document that cannot be read")
+		}
+	}
+	cw.snap, cw.read = snap, true
+	for sub := range cw.subs {
+		sub.put(snap)
+	}
+}
+
+// Subscribe returns a subscription to the chat's document, holding the
+// current one. Close it when done.
+func (h *Hub) Subscribe(chat string) (*Sub, error) {
+	if err := spool.CheckChatID(chat); err != nil {
+		return nil, err
+	}
+	sub := &Sub{Chat: chat, hub: h, C: make(chan struct{}, 1)}
+	h.mu.Lock()
+	cw := h.chats[chat]
+	if cw == nil {
+		cw = &chatWatch{chat: chat, subs: map[*Sub]struct{}{}}
+		h.chats[chat] = cw
+	}
+	cw.mu.Lock()
+	cw.subs[sub] = struct{}{}
+	read := cw.read
+	if read {
+		// Kept current by the watch since the chat's first subscriber.
+		sub.put(cw.snap)
+	}
+	cw.mu.Unlock()
+	h.mu.Unlock()
+	if !read {
+		h.refresh(cw, false)
+	}
+	return sub, nil
+}
+
+// Chats returns how many chats have subscribers, and how many subscribers
+// there are.
+func (h *Hub) Chats() (chats, subs int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, cw := range h.chats {
+		cw.mu.Lock()
+		subs += len(cw.subs)
+		cw.mu.Unlock()
+	}
+	return len(h.chats), subs
+}
+
+func (h *Hub) unsubscribe(sub *Sub) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	cw := h.chats[sub.Chat]
+	if cw == nil {
+		return
+	}
+	cw.mu.Lock()
+	delete(cw.subs, sub)
+	empty := len(cw.subs) == 0
+	cw.mu.Unlock()
+	if empty {
+		delete(h.chats, sub.Chat)
+	}
+}
+
+// Sub is one subscriber's view of a chat: the newest snapshot, and a
+// channel that has a value whenever a newer one arrived.
+type Sub struct {
+	Chat string
+	// C receives when Latest has a snapshot not taken yet.
+	C   chan struct{}
+	hub *Hub
+
+	mu    sync.Mutex
+	snap  Snapshot
+	fresh bool
+	once  sync.Once
+}
+
+func (s *Sub) put(snap Snapshot) {
+	s.mu.Lock()
+	s.snap, s.fresh = snap, true
+	s.mu.Unlock()
+	select {
+	case s.C <- struct{}{}:
+	default:
+	}
+}
+
+// Latest returns the newest snapshot, and whether it is one not taken
+// before.
+func (s *Sub) Latest() (Snapshot, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fresh := s.fresh
+	s.fresh = false
+	return s.snap, fresh
+}
+
+// Close ends the subscription.
+func (s *Sub) Close() {
+	s.once.Do(func() { s.hub.unsubscribe(s) })
+}

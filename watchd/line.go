@@ -1,0 +1,36 @@
+package watchd
+
+import "encoding/json"
+
+// StatusEvent is an Open WebUI status event, what `watchd follow --json`
+// prints one a line so that a thin filter can forward it unchanged.
+type StatusEvent struct {
+	Type string     `json:"type"`
+	Data StatusData `json:"data"`
+}
+
+// StatusData is the data of a StatusEvent. Done is true on the last one
+// only: Open WebUI's spinner stops there.
+type StatusData struct {
+	Description string `json:"description"`
+	Done        bool   `json:"done"`
+}
+
+// JSONLine returns the Open WebUI status event of o, with its newline.
+func JSONLine(o Output) []byte {
+	return StatusLine(o.Text, o.Kind == End)
+}
+
+// StatusLine returns one status event line.
+func StatusLine(text string, done bool) []byte {
+	b, _ := json.Marshal(StatusEvent{Type: "status", Data: StatusData{Description: text, Done: done}})
+	return append(b, '\n')
+}
+
+// TextLine returns the terminal line of o, with its newline.
+func TextLine(o Output) []byte {
+	if o.Kind == End {
+		return []byte("run " + o.Job + " " + o.Text + "\n")
+	}
+	return []byte(o.Text + "\n")
+}

@@ -1,0 +1,109 @@
+package watchd
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/vmspool/vmspool/spool"
+)
+
+// ErrTimeout is returned by Follow when its timeout passed before the end.
+var ErrTimeout = errors.New("timed out waiting for the run to end")
+
+// FollowConfig configures Follow, `watchd follow`'s loop.
+type FollowConfig struct {
+	Spool *spool.Spool
+	Chat  string
+	Job   string // optional: the one job to follow
+	// Began is the watcher's start; the zero time means now. The caller
+	// takes it before anything else, so nothing written after the command
+	// started can count as stale.
+	Began   time.Time
+	JSON    bool          // Open WebUI status events instead of text lines
+	Every   time.Duration // at most one status per Every (0: all)
+	Timeout time.Duration // 0: none
+	Poll    time.Duration // poll instead of inotify
+	Out     io.Writer     // one write per line
+	Log     logrus.FieldLogger
+}
+
+// Follow prints the chat's run, one line per status, until it ends, and
+// returns its end. On timeout it prints a last line (with --json one with
+// "done": true, so Open WebUI's spinner stops) and returns ErrTimeout; when
+// ctx is done it returns ctx's error.
+func Follow(ctx context.Context, cfg FollowConfig) (*Output, error) {
+	began := cfg.Began
+	if began.IsZero() {
+		began = time.Now()
+	}
+	hub, err := NewHub(cfg.Spool, HubConfig{Poll: cfg.Poll, Log: cfg.Log})
+	if err != nil {
+		return nil, err
+	}
+	defer hub.Close()
+	hctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go hub.Run(hctx)
+	w, err := NewWatcher(cfg.Spool, hub, cfg.Chat, Guards{Began: spool.Stamp(began), Job: cfg.Job})
+	if err != nil {
+		return nil, err
+	}
+	defer w.Close()
+	if cfg.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadlineCause(ctx, began.Add(cfg.Timeout), ErrTimeout)
+		defer cancel()
+	}
+	say := func(o Output) error {
+		line := TextLine(o)
+		if cfg.JSON {
+			line = JSONLine(o)
+		}
+		_, err := cfg.Out.Write(line)
+		return err
+	}
+	th := &Throttle{Every: cfg.Every}
+	var timer *time.Timer
+	for {
+		var wake <-chan time.Time
+		if due := th.Due(); !due.IsZero() {
+			if timer == nil {
+				timer = time.NewTimer(time.Until(due))
+			} else {
+				timer.Reset(time.Until(due))
+			}
+			wake = timer.C
+		}
+		out, err := w.Next(ctx, wake)
+		if err != nil {
+			if errors.Is(context.Cause(ctx), ErrTimeout) {
+				line := []byte("timed out waiting for chat " + cfg.Chat + "'s run to end\n")
+				if cfg.JSON {
+					line = StatusLine("timed out waiting for the run to end", true)
+				}
+				cfg.Out.Write(line)
+				return nil, ErrTimeout
+			}
+			return nil, err
+		}
+		now := time.Now()
+		var lines []Output
+		if len(out) == 0 {
+			lines = th.Tick(now)
+		}
+		for _, o := range out {
+			lines = append(lines, th.Offer(o, now)...)
+		}
+		for _, o := range lines {
+			if err := say(o); err != nil {
+				return nil, err
+			}
+			if o.Kind == End {
+				return &o, nil
+			}
+		}
+	}
+}

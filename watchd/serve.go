@@ -1,0 +1,313 @@
+package watchd
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/vmspool/vmspool/spool"
+)
+
+// DefaultListen is serve's address: loopback, since the documents hold
+// what people asked and answered.
+const DefaultListen = "127.0.0.1:8377"
+
+// ServerConfig configures a Server.
+type ServerConfig struct {
+	Spool *spool.Spool
+	Hub   *Hub
+	Log   logrus.FieldLogger
+	// MaxSubscribers caps the event streams open at once; one more is
+	// refused with 503. Default 4096.
+	MaxSubscribers int
+	// KeepAlive is how often an idle stream gets a comment line, so that
+	// proxies and browsers keep it open. Default 15s.
+	KeepAlive time.Duration
+	// MaxChats caps the chats listed by GET /chats. Default 500.
+	MaxChats int
+}
+
+// Server serves the chats' progress over HTTP: GET /chats/C the current
+// document, GET /chats/C/events its events as server-sent events, GET /
+// a page of the live runs. Every stream shares the one Hub.
+type Server struct {
+	cfg  ServerConfig
+	log  logrus.FieldLogger
+	subs atomic.Int64
+	mux  *http.ServeMux
+}
+
+//go:embed page.html
+var page []byte
+
+// NewServer returns a Server over cfg.Hub.
+func NewServer(cfg ServerConfig) *Server {
+	if cfg.MaxSubscribers <= 0 {
+		cfg.MaxSubscribers = 4096
+	}
+	if cfg.KeepAlive <= 0 {
+		cfg.KeepAlive = 15 * time.Second
+	}
+	if cfg.MaxChats <= 0 {
+		cfg.MaxChats = 500
+	}
+	s := &Server{cfg: cfg, log: cfg.Log, mux: http.NewServeMux()}
+	if s.log == nil {
+		l := logrus.New()
+		l.SetOutput(discard{})
+		s.log = l
+	}
+	s.mux.HandleFunc("GET /{$}", s.servePage)
+	s.mux.HandleFunc("GET /chats", s.serveChats)
+	s.mux.HandleFunc("GET /chats/{chat}", s.serveDoc)
+	s.mux.HandleFunc("GET /chats/{chat}/events", s.serveEvents)
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Subscribers returns how many event streams are open.
+func (s *Server) Subscribers() int { return int(s.subs.Load()) }
+
+// HTTPServer returns an http.Server for s on addr, with the timeouts a
+// long-lived daemon needs (no write timeout: a stream lasts a run). Cancel
+// base to end every open stream, then call Shutdown.
+func (s *Server) HTTPServer(addr string, base context.Context) *http.Server {
+	return &http.Server{
+		Addr:              addr,
+		Handler:           s,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+		BaseContext:       func(net.Listener) context.Context { return base },
+	}
+}
+
+func httpError(w http.ResponseWriter, code int, format string, args ...any) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	fmt.Fprintf(w, format+"\n", args...)
+}
+
+// chatOf returns the request's chat id, or writes a 400 and returns "".
+// A raw id never reaches a path.
+func chatOf(w http.ResponseWriter, r *http.Request) string {
+	chat := r.PathValue("chat")
+	if err := spool.CheckChatID(chat); err != nil {
+		httpError(w, http.StatusBadRequest, "watchd: %v", err)
+		return ""
+	}
+	return chat
+}
+
+func (s *Server) servePage(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline' 'self'; style-src 'unsafe-inline'")
+	w.Write(page)
+}
+
+// ChatInfo is one line of GET /chats.
+type ChatInfo struct {
+	Chat    string      `json:"chat"`
+	Job     string      `json:"job"`
+	State   spool.State `json:"state"`
+	Status  string      `json:"status"`
+	Updated float64     `json:"updated"`
+	Done    bool        `json:"done"`
+}
+
+// serveChats lists the chats that have a document, newest first. It reads
+// the directory once per request, never per event.
+func (s *Server) serveChats(w http.ResponseWriter, r *http.Request) {
+	d, err := s.cfg.Spool.Root().Open(spool.ProgressDir)
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, "watchd: %v", err)
+		return
+	}
+	names, _ := d.Readdirnames(s.cfg.MaxChats * 2)
+	d.Close()
+	list := []ChatInfo{}
+	for _, n := range names {
+		if !spool.ValidID(n) || len(list) >= s.cfg.MaxChats {
+			continue
+		}
+		doc, err := s.cfg.Spool.ReadProgress(n)
+		if err != nil {
+			continue
+		}
+		list = append(list, ChatInfo{Chat: n, Job: doc.Job, State: doc.State, Status: doc.Status, Updated: doc.Updated, Done: doc.Done})
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].Updated > list[j].Updated })
+	writeJSON(w, list)
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	b, _ := json.Marshal(v)
+	w.Write(append(b, '\n'))
+}
+
+func (s *Server) serveDoc(w http.ResponseWriter, r *http.Request) {
+	chat := chatOf(w, r)
+	if chat == "" {
+		return
+	}
+	doc, err := s.cfg.Spool.ReadProgress(chat)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		httpError(w, http.StatusNotFound, "watchd: chat %s: no progress document (no run yet, or a new one just submitted)", chat)
+	case err != nil:
+		httpError(w, http.StatusInternalServerError, "watchd: %v", err)
+	default:
+		writeJSON(w, doc)
+	}
+}
+
+// Message is the data of one server-sent event.
+type Message struct {
+	Job      string          `json:"job"`
+	Seq      int64           `json:"seq"`
+	Kind     Kind            `json:"kind"`
+	Text     string          `json:"text"`
+	Event    *spool.Event    `json:"event,omitempty"`
+	Question *spool.Question `json:"question,omitempty"`
+	Skipped  int64           `json:"skipped,omitempty"`
+	State    spool.State     `json:"state,omitempty"`
+	Exit     *int            `json:"exit,omitempty"`
+	Error    *string         `json:"error,omitempty"`
+}
+
+// EventID is the SSE id of an output: its seq, or "<seq>.end" for the end,
+// so that a client that had the end can say so when it reconnects.
+func EventID(o Output) string {
+	if o.Kind == End {
+		return strconv.FormatInt(o.Seq, 10) + ".end"
+	}
+	return strconv.FormatInt(o.Seq, 10)
+}
+
+// ParseEventID reads a Last-Event-ID.
+func ParseEventID(id string) (last int64, ended bool, ok bool) {
+	id = strings.TrimSpace(id)
+	if id == "" {
+		return 0, false, true
+	}
+	if n, found := strings.CutSuffix(id, ".end"); found {
+		id, ended = n, true
+	}
+	last, err := strconv.ParseInt(id, 10, 64)
+	if err != nil || last < 0 {
+		return 0, false, false
+	}
+	return last, ended, true
+}
+
+// SSE writes one output as a server-sent event.
+func SSE(o Output) []byte {
+	m := Message{Job: o.Job, Seq: o.Seq, Kind: o.Kind, Text: o.Text, Event: o.Event, Question: o.Question,
+		Skipped: o.Skipped, State: o.State, Exit: o.Exit, Error: o.Error}
+	b, _ := json.Marshal(m)
+	return fmt.Appendf(nil, "id: %s\nevent: %s\ndata: %s\n\n", EventID(o), o.Kind, b)
+}
+
+// serveEvents streams the chat's run as server-sent events, with the
+// guards applied for this subscriber: ?job=J follows that job (whatever
+// its stamp), and a Last-Event-ID (or ?last=N) resumes after that seq. The
+// stream ends after the end event; a client that says it had the end gets
+// 204, which tells an EventSource not to reconnect.
+func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
+	began := spool.Now()
+	chat := chatOf(w, r)
+	if chat == "" {
+		return
+	}
+	q := r.URL.Query()
+	job := q.Get("job")
+	if job != "" {
+		if err := spool.CheckJobID(job); err != nil {
+			httpError(w, http.StatusBadRequest, "watchd: %v", err)
+			return
+		}
+	}
+	lastID := r.Header.Get("Last-Event-ID")
+	if lastID == "" {
+		lastID = q.Get("last")
+	}
+	last, ended, ok := ParseEventID(lastID)
+	if !ok {
+		httpError(w, http.StatusBadRequest, "watchd: Last-Event-ID %q: want a seq like 12 (or 12.end)", lastID)
+		return
+	}
+	if ended {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		httpError(w, http.StatusInternalServerError, "watchd: streaming is not supported here")
+		return
+	}
+	if n := s.subs.Add(1); n > int64(s.cfg.MaxSubscribers) {
+		s.subs.Add(-1)
+		w.Header().Set("Retry-After", "5")
+		httpError(w, http.StatusServiceUnavailable, "watchd: too many subscribers (%d); try again later", s.cfg.MaxSubscribers)
+		return
+	}
+	defer s.subs.Add(-1)
+	wt, err := NewWatcher(s.cfg.Spool, s.cfg.Hub, chat, Guards{Began: began, Job: job, Last: last})
+	if err != nil {
+		httpError(w, http.StatusBadRequest, "watchd: %v", err)
+		return
+	}
+	defer wt.Close()
+	log := s.log.WithFields(logrus.Fields{"chat": chat, "job": job, "remote": r.RemoteAddr, "last": last})
+	log.Info("subscriber connected")
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprintf(w, "retry: 2000\n: chat %s\n\n", chat)
+	flusher.Flush()
+	keep := time.NewTicker(s.cfg.KeepAlive)
+	defer keep.Stop()
+	sent, why := 0, "run ended"
+	for {
+		out, err := wt.Next(r.Context(), keep.C)
+		if err != nil {
+			if !errors.Is(err, ErrEnded) {
+				why = "client gone or server stopping"
+			}
+			break
+		}
+		var buf []byte
+		if len(out) == 0 {
+			buf = []byte(": keep-alive\n\n")
+		}
+		for _, o := range out {
+			buf = append(buf, SSE(o)...)
+		}
+		sent += len(out)
+		if _, err := w.Write(buf); err != nil {
+			why = "write failed"
+			break
+		}
+		flusher.Flush()
+	}
+	log.WithFields(logrus.Fields{"sent": sent, "followed": wt.Follower().Job(), "why": why}).Info("subscriber disconnected")
+}

@@ -1,0 +1,334 @@
+package watchd
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/vmspool/vmspool/spool"
+)
+
+func newTestSpool(t testing.TB) *spool.Spool {
+	t.Helper()
+	s, err := spool.Create(filepath.Join(t.TempDir(), "spool"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// syncBuf is an io.Writer safe to read while Follow writes it.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuf) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuf) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// run is a fake daemon's run: it adds events to the chat's document and
+// flushes it, the way spoold does.
+type run struct {
+	t *testing.T
+	s *spool.Spool
+	p *spool.Progress
+}
+
+func newRun(t *testing.T, s *spool.Spool, chat, job string) *run {
+	return &run{t: t, s: s, p: &spool.Progress{Job: job, Chat: chat, State: spool.Running, Started: spool.Now()}}
+}
+
+func (r *run) say(texts ...string) *run {
+	for _, x := range texts {
+		r.p.Add(spool.Event{Seq: r.p.Seq + 1, At: spool.Now(), Type: spool.EventStatus, Text: x})
+	}
+	return r.flush()
+}
+
+func (r *run) flush() *run {
+	if err := r.s.WriteProgress(r.p); err != nil {
+		r.t.Fatal(err)
+	}
+	return r
+}
+
+func (r *run) end(st spool.State, exit int) *run {
+	r.p.Done, r.p.State, r.p.Exit = true, st, &exit
+	return r.flush()
+}
+
+func follow(t *testing.T, s *spool.Spool, cfg FollowConfig) (*syncBuf, chan error, chan *Output) {
+	t.Helper()
+	out := &syncBuf{}
+	cfg.Spool, cfg.Out = s, out
+	if cfg.Began.IsZero() {
+		cfg.Began = time.Now()
+	}
+	errc, endc := make(chan error, 1), make(chan *Output, 1)
+	go func() {
+		end, err := Follow(context.Background(), cfg)
+		endc <- end
+		errc <- err
+	}()
+	return out, errc, endc
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func TestFollowTheStory(t *testing.T) {
+	for _, poll := range []time.Duration{0, 20 * time.Millisecond} {
+		t.Run("poll="+poll.String(), func(t *testing.T) {
+			s := newTestSpool(t)
+			// Run 1 ended, and its document is still there (an older
+			// submitter did not remove it).
+			newRun(t, s, "c", "j1").say("one", "two").end(spool.Done, 0)
+			time.Sleep(30 * time.Millisecond)
+			out, errc, endc := follow(t, s, FollowConfig{Chat: "c", Poll: poll})
+			time.Sleep(20 * time.Millisecond)
+			r2 := newRun(t, s, "c", "j2")
+			for i := 1; i <= 5; i++ {
+				r2.say("step " + string(rune('0'+i)))
+				time.Sleep(5 * time.Millisecond)
+			}
+			r2.end(spool.Done, 0)
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+			end := <-endc
+			if end.Job != "j2" || end.State != spool.Done {
+				t.Errorf("end %+v", end)
+			}
+			want := "step 1\nstep 2\nstep 3\nstep 4\nstep 5\nrun j2 done\n"
+			if got := out.String(); got != want {
+				t.Errorf("out\n%s\nwant\n%s", got, want)
+			}
+		})
+	}
+}
+
+func TestFollowWaitsForDocumentAndRecreate(t *testing.T) {
+	s := newTestSpool(t)
+	out, errc, _ := follow(t, s, FollowConfig{Chat: "c", Job: "j", JSON: true})
+	time.Sleep(20 * time.Millisecond)
+	r := newRun(t, s, "c", "j").say("a")
+	waitFor(t, "a", func() bool { return strings.Contains(out.String(), `"a"`) })
+	// Deleted and recreated: the watch is on the directory, so it goes on.
+	if err := s.Remove(spool.ProgressPath("c")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond)
+	r.say("b").end(spool.Failed, 2)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	want := `{"type":"status","data":{"description":"a","done":false}}
+{"type":"status","data":{"description":"b","done":false}}
+{"type":"status","data":{"description":"failed (exit 2)","done":true}}
+`
+	if got := out.String(); got != want {
+		t.Errorf("out\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestFollowSkipsBadDocumentsWithOneWarning(t *testing.T) {
+	s := newTestSpool(t)
+	var logb syncBuf
+	log := logrus.New()
+	log.SetOutput(&logb)
+	out, errc, _ := follow(t, s, FollowConfig{Chat: "c", Log: log})
+	time.Sleep(20 * time.Millisecond)
+	p := s.Path(spool.ProgressPath("c"))
+	for i := 0; i < 3; i++ {
+		if err := os.WriteFile(p+".x", []byte("{not json"), 0o640); err != nil {
+			t.Fatal(err)
+		}
+		os.Rename(p+".x", p)
+		time.Sleep(10 * time.Millisecond)
+	}
+	os.Remove(p)
+	target := filepath.Join(t.TempDir(), "elsewhere")
+	os.WriteFile(target, []byte(`{"job":"evil","done":true,"state":"done","updated":9999999999}`), 0o644)
+	if err := os.Symlink(target, p); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	os.Remove(p)
+	newRun(t, s, "c", "j").say("fine").end(spool.Done, 0)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); got != "fine\nrun j done\n" {
+		t.Errorf("out %q", got)
+	}
+	logs := logb.String()
+	if n := strings.Count(logs, "does not parse"); n != 1 {
+		t.Errorf("%d warnings about the unparsable document, want 1:\n%s", n, logs)
+	}
+	if n := strings.Count(logs, "not a regular file"); n != 1 {
+		t.Errorf("%d warnings about the symlink, want 1:\n%s", n, logs)
+	}
+}
+
+func TestFollowTimeout(t *testing.T) {
+	s := newTestSpool(t)
+	out, errc, _ := follow(t, s, FollowConfig{Chat: "c", JSON: true, Timeout: 50 * time.Millisecond})
+	if err := <-errc; !errors.Is(err, ErrTimeout) {
+		t.Fatalf("err %v, want ErrTimeout", err)
+	}
+	if got := out.String(); !strings.Contains(got, `"done":true`) || strings.Count(got, "\n") != 1 {
+		t.Errorf("out %q", got)
+	}
+}
+
+func TestFollowEndFromResultWhenSuperseded(t *testing.T) {
+	// The followed job ended and a later run of the chat replaced its
+	// document before the watcher read it: the rest of its events come
+	// from <job>.events and its end from its result.
+	s := newTestSpool(t)
+	for _, x := range []string{"a", "b", "c"} {
+		if _, err := s.AppendEvent("j1", spool.Event{Text: x}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Finish(&spool.Result{Job: "j1", Chat: "c", State: spool.Done, Exit: ip(0)}); err != nil {
+		t.Fatal(err)
+	}
+	newRun(t, s, "c", "j2").say("other run")
+	out, errc, endc := follow(t, s, FollowConfig{Chat: "c", Job: "j1"})
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if end := <-endc; !end.FromResult {
+		t.Errorf("end not from the result: %+v", end)
+	}
+	if got := out.String(); got != "a\nb\nc\nrun j1 done\n" {
+		t.Errorf("out %q", got)
+	}
+}
+
+func TestFollowEvery(t *testing.T) {
+	s := newTestSpool(t)
+	out, errc, _ := follow(t, s, FollowConfig{Chat: "c", JSON: true, Every: time.Hour})
+	time.Sleep(10 * time.Millisecond)
+	r := newRun(t, s, "c", "j")
+	r.say("first")
+	waitFor(t, "first", func() bool { return strings.Contains(out.String(), "first") })
+	for i := 0; i < 20; i++ {
+		r.say("held")
+	}
+	r.p.Add(spool.Event{Seq: r.p.Seq + 1, Type: spool.EventQuestion, ID: "q", Text: "ok?", Options: []string{"y", "n"}})
+	r.p.Question = &spool.Question{ID: "q", Text: "ok?", Options: []string{"y", "n"}}
+	r.flush()
+	waitFor(t, "the question", func() bool { return strings.Contains(out.String(), "ok?") })
+	r.end(spool.Done, 0)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	if n := strings.Count(got, "\n"); n != 3 || strings.Contains(got, "held") {
+		t.Errorf("want first, the question and the end only:\n%s", got)
+	}
+}
+
+func TestHubSharesReads(t *testing.T) {
+	s := newTestSpool(t)
+	h, err := NewHub(s, HubConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go h.Run(ctx)
+	var subs []*Sub
+	for i := 0; i < 10; i++ {
+		sub, err := h.Subscribe("c")
+		if err != nil {
+			t.Fatal(err)
+		}
+		subs = append(subs, sub)
+	}
+	other, _ := h.Subscribe("d")
+	if chats, n := h.Chats(); chats != 2 || n != 11 {
+		t.Errorf("chats %d subs %d", chats, n)
+	}
+	for _, sub := range append(subs, other) {
+		<-sub.C // the document as it was at subscribe: none
+		sub.Latest()
+	}
+	newRun(t, s, "c", "j").say("x")
+	var first *spool.Progress
+	for _, sub := range subs {
+		select {
+		case <-sub.C:
+		case <-time.After(5 * time.Second):
+			t.Fatal("no change delivered")
+		}
+		snap, _ := sub.Latest()
+		if snap.Doc == nil {
+			t.Fatal("no document")
+		}
+		if first == nil {
+			first = snap.Doc
+		} else if snap.Doc != first {
+			t.Error("the document was read once per subscriber, not once per change")
+		}
+	}
+	select {
+	case <-other.C:
+		t.Error("chat d's subscriber was told of chat c's change")
+	case <-time.After(20 * time.Millisecond):
+	}
+	for _, sub := range subs {
+		sub.Close()
+	}
+	other.Close()
+	if chats, n := h.Chats(); chats != 0 || n != 0 {
+		t.Errorf("after close: chats %d subs %d", chats, n)
+	}
+}
+
+func TestHubCreatesProgressDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "spool")
+	os.Mkdir(dir, 0o750)
+	s, err := spool.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	h, err := NewHub(s, HubConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
+	fi, err := os.Stat(filepath.Join(dir, "progress"))
+	if err != nil || fi.Mode().Perm() != 0o750 {
+		t.Fatalf("progress/: %v %v", fi, err)
+	}
+}

@@ -1,0 +1,148 @@
+package watchd
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/vmspool/vmspool/spool"
+)
+
+// ErrEnded is returned by Watcher.Next once the End was given out.
+var ErrEnded = errors.New("the run ended")
+
+// ResultGrace is how long after a job's result was written the Watcher
+// still waits for the job's final document before telling the end from
+// the result file: the daemon flushes the final document around the time
+// it writes the result, in either order.
+const ResultGrace = 2 * time.Second
+
+// Watcher follows one chat for one subscriber: the Hub's snapshots go
+// through the subscriber's own Follower. When the followed job is known
+// and the chat's document is gone or belongs to another job (a later run
+// replaced it, or it was cleared), the Watcher looks at the job's result
+// file, and if the job ended tells the rest of its events from
+// <job>.events and its end from the result: a run that ended is reported,
+// never waited on.
+type Watcher struct {
+	s     *spool.Spool
+	sub   *Sub
+	f     *Follower
+	doc   *spool.Progress // the chat's current document, nil if none
+	timer *time.Timer     // the next look at the result file, while one is needed
+	// CheckEvery is how often the result file is looked at while needed.
+	CheckEvery time.Duration
+	Now        func() time.Time
+}
+
+// NewWatcher subscribes to the chat on h and follows it with guards g.
+func NewWatcher(s *spool.Spool, h *Hub, chat string, g Guards) (*Watcher, error) {
+	if g.Job != "" {
+		if err := spool.CheckJobID(g.Job); err != nil {
+			return nil, err
+		}
+	}
+	sub, err := h.Subscribe(chat)
+	if err != nil {
+		return nil, err
+	}
+	return &Watcher{s: s, sub: sub, f: NewFollower(g), CheckEvery: time.Second, Now: time.Now}, nil
+}
+
+// Follower returns the watcher's bookkeeping.
+func (w *Watcher) Follower() *Follower { return w.f }
+
+// Close ends the subscription.
+func (w *Watcher) Close() {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	w.sub.Close()
+}
+
+// Next waits for something to say and returns it, in order. It returns
+// (nil, nil) when wake fires (the caller's own timer: a keep-alive, a
+// throttle), ctx's error when ctx is done, and ErrEnded after the End.
+func (w *Watcher) Next(ctx context.Context, wake <-chan time.Time) ([]Output, error) {
+	for {
+		if w.f.Ended() {
+			return nil, ErrEnded
+		}
+		var check <-chan time.Time
+		if w.needResult() {
+			if w.timer == nil {
+				w.timer = time.NewTimer(w.CheckEvery)
+			}
+			check = w.timer.C
+		} else if w.timer != nil {
+			w.timer.Stop()
+			w.timer = nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-wake:
+			return nil, nil
+		case <-w.sub.C:
+			snap, fresh := w.sub.Latest()
+			if !fresh {
+				continue
+			}
+			w.doc = snap.Doc
+			out := w.f.Feed(snap.Doc)
+			if !w.f.Ended() && w.doc != nil && w.f.Job() != "" && w.doc.Job != w.f.Job() {
+				// Another run's document: ours will not be written again.
+				out = append(out, w.fromResult(true)...)
+			}
+			if len(out) > 0 {
+				return out, nil
+			}
+		case <-check:
+			w.timer = nil
+			if out := w.fromResult(false); len(out) > 0 {
+				return out, nil
+			}
+		}
+	}
+}
+
+// needResult reports whether the followed job's result file is the only
+// place its end can still be read: the job is known, and the chat's
+// document is not its.
+func (w *Watcher) needResult() bool {
+	return !w.f.Ended() && w.f.Job() != "" && (w.doc == nil || w.doc.Job != w.f.Job())
+}
+
+// fromResult tells the followed job's remaining events and its end if it
+// has a result. Unless superseded (another run's document is there), a
+// result younger than ResultGrace is left for the job's final document.
+func (w *Watcher) fromResult(superseded bool) []Output {
+	job := w.f.Job()
+	st, err := w.s.State(job)
+	if err != nil || !st.Final() {
+		return nil
+	}
+	r, err := w.s.ReadResult(job, st)
+	if err != nil {
+		return nil
+	}
+	if !superseded && w.Now().Sub(spool.TimeOf(r.Finished)) < ResultGrace {
+		return nil
+	}
+	evs, _ := w.s.NewEventReader(job).Read()
+	var rest []spool.Event
+	var seq int64
+	for _, ev := range evs {
+		if ev.Seq > w.f.Last() {
+			rest = append(rest, ev)
+		}
+		seq = max(seq, ev.Seq)
+	}
+	doc := &spool.Progress{Job: job, Chat: w.sub.Chat, Seq: seq, Events: rest, Done: true,
+		State: r.State, Exit: r.Exit, Error: r.Error}
+	out := w.f.Feed(doc)
+	if n := len(out); n > 0 && out[n-1].Kind == End {
+		out[n-1].FromResult = true
+	}
+	return out
+}
