@@ -1,0 +1,112 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/vmspool/vmspool/internal/cli"
+	"github.com/vmspool/vmspool/spool"
+)
+
+const askUsage = `usage: spool ask [--options a,b] [--timeout D] TEXT
+
+Inside a job: asks the person TEXT (a question event with a fresh id),
+waits for chats/<chat>/answer.json to answer that id, and prints the
+answer. An answer to another question is ignored. Exit 124 on --timeout.
+`
+
+// askPoll is the safety net beside the watch, for filesystems whose
+// changes inotify does not report.
+const askPoll = 2 * time.Second
+
+func (a *app) ask(args []string) error {
+	c := a.newCommand("ask", askUsage)
+	options := c.String("options", "", "the answers offered, `a,b,...`")
+	var timeout durationFlag
+	c.Var(&timeout, "timeout", "give up after `D` (exit 124)")
+	pos, err := c.parse(args)
+	if err != nil {
+		return err
+	}
+	text := strings.Join(pos, " ")
+	if strings.TrimSpace(text) == "" {
+		return usageErr("ask", "want the question's TEXT")
+	}
+	var opts []string
+	for _, o := range strings.Split(*options, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			opts = append(opts, o)
+		}
+	}
+	j, err := a.inJob("ask")
+	if err != nil {
+		return err
+	}
+	defer j.s.Close()
+	s := j.s
+	if j.chat == "" {
+		sp, err := s.ReadSpec(j.job)
+		if err != nil {
+			return &exitError{cli.ExitUsage, "SPOOL_CHAT is not set and " + err.Error()}
+		}
+		j.chat = sp.Chat
+	}
+	if err := spool.CheckChatID(j.chat); err != nil {
+		return &exitError{cli.ExitUsage, "SPOOL_CHAT: " + err.Error()}
+	}
+	// The watch goes on the chat's directory (a watch on answer.json would
+	// die at its first replacement), before the question is asked, so
+	// that no answer can come between.
+	dir := spool.ChatDir(j.chat)
+	if err := s.Root().MkdirAll(dir, spool.DirMode); err != nil {
+		return fmt.Errorf("chat %s: %w", j.chat, err)
+	}
+	s.Root().Chmod(dir, spool.DirMode)
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	if err := w.Add(s.Path(dir)); err != nil {
+		return fmt.Errorf("chat %s: watching %s: %w", j.chat, s.Path(dir), err)
+	}
+	qid := "q" + spool.NewJobID(time.Now())
+	if _, err := s.AppendEvent(j.job, spool.Event{Type: spool.EventQuestion, ID: qid, Text: text, Options: opts}); err != nil {
+		return err
+	}
+	var deadline <-chan time.Time
+	if timeout.set {
+		t := time.NewTimer(timeout.d)
+		defer t.Stop()
+		deadline = t.C
+	}
+	poll := time.NewTicker(askPoll)
+	defer poll.Stop()
+	for {
+		ans, err := s.ReadAnswer(j.chat)
+		switch {
+		case err == nil && ans.Question == qid:
+			fmt.Fprintln(a.stdout, ans.Answer)
+			return nil
+		case err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, spool.ErrCorrupt):
+			return err
+		}
+		for look := false; !look; {
+			select {
+			case ev := <-w.Events:
+				look = filepath.Base(ev.Name) == spool.AnswerFile
+			case <-w.Errors:
+				look = true
+			case <-poll.C:
+				look = true
+			case <-deadline:
+				return fail(cli.ExitTimeout, "question %s: no answer after %s", qid, timeout.d)
+			}
+		}
+	}
+}

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/vmspool/vmspool/internal/cli"
+	"github.com/vmspool/vmspool/spool"
+)
+
+const cancelUsage = `usage: spool cancel JOB [--wait] [--timeout D]
+
+Requests a cancel: writes <job>.cancel, which the daemon running the job
+(or the next to claim it) acts on. A job that has already ended is left as
+it is (exit 0, says so). With --wait, waits until the job has a final state
+and prints it; exit 124 if --timeout passes first. Exit 1: no such job.
+`
+
+func (a *app) cancel(args []string) error {
+	c := a.newCommand("cancel", cancelUsage)
+	wait := c.Bool("wait", false, "wait until the job has ended, and print its state")
+	var timeout durationFlag
+	c.Var(&timeout, "timeout", "with --wait, give up after `D`")
+	pos, err := c.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageErr("cancel", "want one JOB")
+	}
+	job := pos[0]
+	if err := spool.CheckJobID(job); err != nil {
+		return err
+	}
+	s, err := a.open()
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	st, err := s.State(job)
+	if err != nil {
+		return err
+	}
+	if st.Final() {
+		fmt.Fprintf(a.stdout, "%s already %s\n", job, st)
+		return nil
+	}
+	who := "spool cancel"
+	if u, err := user.Current(); err == nil {
+		who += " by " + u.Username
+	}
+	host, _ := os.Hostname()
+	if err := s.RequestCancel(job, fmt.Sprintf("%s on %s at %s", who, host, time.Now().UTC().Format(time.RFC3339))); err != nil {
+		return err
+	}
+	if !*wait {
+		fmt.Fprintf(a.stdout, "%s cancel requested\n", job)
+		return nil
+	}
+	st, err = waitEnded(s, job, timeout.d)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "%s %s\n", job, st)
+	return nil
+}
+
+// waitEnded waits until job has a final state: a watch on the root (added
+// before the first look, so that no rename falls in between) plus a slow
+// poll, for filesystems whose changes inotify does not see.
+func waitEnded(s *spool.Spool, job string, timeout time.Duration) (spool.State, error) {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return "", err
+	}
+	defer w.Close()
+	if err := w.Add(s.Dir); err != nil {
+		return "", err
+	}
+	var deadline <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		deadline = t.C
+	}
+	poll := time.NewTicker(2 * time.Second)
+	defer poll.Stop()
+	for {
+		st, err := s.State(job)
+		if err != nil && !errors.Is(err, spool.ErrNoJob) {
+			return "", err
+		}
+		if st.Final() {
+			return st, nil
+		}
+		for look := false; !look; {
+			select {
+			case ev := <-w.Events:
+				j, _, ok := spool.SplitName(filepath.Base(ev.Name))
+				look = ok && j == job
+			case <-w.Errors: // an overflow: look again
+				look = true
+			case <-poll.C:
+				look = true
+			case <-deadline:
+				return "", fail(cli.ExitTimeout, "job %s: not ended after %s", job, timeout)
+			}
+		}
+	}
+}
+
+const requeueUsage = `usage: spool requeue JOB
+
+Queues a failed or cancelled job again, by renaming its result to its
+marker; the next claim starts a new budget of attempts. Exit 1 if the job
+is not failed or cancelled (or does not exist).
+`
+
+func (a *app) requeue(args []string) error {
+	c := a.newCommand("requeue", requeueUsage)
+	pos, err := c.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageErr("requeue", "want one JOB")
+	}
+	job := pos[0]
+	if err := spool.CheckJobID(job); err != nil {
+		return err
+	}
+	s, err := a.open()
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	st, err := s.RequeueEnded(job)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "%s queued again (was %s)\n", job, st)
+	return nil
+}

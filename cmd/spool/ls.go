@@ -1,0 +1,122 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/vmspool/vmspool/spool"
+)
+
+const lsUsage = `usage: spool ls [--json] [--state S]
+
+Lists the jobs, oldest first: id, state, chat, age (since submit), attempt,
+and a note (a retry's wait, the exit or error of an ended job, a document
+that cannot be read). --json prints one JSON object a line.
+`
+
+func (a *app) ls(args []string) error {
+	c := a.newCommand("ls", lsUsage)
+	asJSON := c.Bool("json", false, "one JSON object a line, for scripts")
+	state := c.String("state", "", "only jobs in state `S` (new, queued, running, done, failed, cancelled)")
+	pos, err := c.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErr("ls", "unexpected argument %q", pos[0])
+	}
+	var st spool.State
+	if *state != "" {
+		var ok bool
+		if st, ok = spool.ParseState(*state); !ok {
+			return usageErr("ls", "--state %q: want new, queued, running, done, failed or cancelled", *state)
+		}
+	}
+	s, err := a.open()
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	now := time.Now()
+	rows, err := s.List(spool.ListOptions{State: st, Now: now})
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(a.stdout, 64<<10)
+	defer w.Flush()
+	if *asJSON {
+		enc := json.NewEncoder(w)
+		for i := range rows {
+			if err := enc.Encode(&rows[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	writeTable(w, rows, now)
+	return nil
+}
+
+// writeTable prints rows as aligned columns, sized by one pass over them.
+func writeTable(w *bufio.Writer, rows []spool.Row, now time.Time) {
+	cells := make([][5]string, len(rows))
+	notes := make([]string, len(rows))
+	width := [5]int{len("JOB"), len("STATE"), len("CHAT"), len("AGE"), len("ATTEMPT")}
+	for i := range rows {
+		r := &rows[i]
+		c := &cells[i]
+		c[0], c[1], c[2] = r.Job, string(r.State), r.Chat
+		if c[2] == "" {
+			c[2] = "-"
+		}
+		c[3] = "-"
+		if r.Created != 0 {
+			c[3] = age(now.Sub(spool.TimeOf(r.Created)))
+		}
+		c[4] = "-"
+		if r.Attempt > 0 {
+			c[4] = strconv.Itoa(r.Attempt)
+		}
+		notes[i] = note(r, now)
+		for k := range c {
+			width[k] = max(width[k], len(c[k]))
+		}
+	}
+	pad := func(s string, n int) {
+		w.WriteString(s)
+		for i := len(s); i < n+2; i++ {
+			w.WriteByte(' ')
+		}
+	}
+	head := [5]string{"JOB", "STATE", "CHAT", "AGE", "ATTEMPT"}
+	for k, h := range head {
+		pad(h, width[k])
+	}
+	w.WriteString("NOTE\n")
+	for i := range cells {
+		for k, c := range cells[i] {
+			pad(c, width[k])
+		}
+		w.WriteString(notes[i])
+		w.WriteByte('\n')
+	}
+}
+
+func note(r *spool.Row, now time.Time) string {
+	switch {
+	case r.Problem != "":
+		return "unreadable: " + line(r.Problem)
+	case r.NotBefore != 0:
+		return "retry in " + age(spool.TimeOf(r.NotBefore).Sub(now)+time.Second/2)
+	case r.State == spool.Running && r.Worker != "":
+		return "worker " + r.Worker
+	case r.Error != nil:
+		return line(*r.Error)
+	case r.Exit != nil:
+		return fmt.Sprintf("exit %d", *r.Exit)
+	}
+	return ""
+}

@@ -1,0 +1,230 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"strings"
+	"time"
+
+	"github.com/vmspool/vmspool/internal/cli"
+	"github.com/vmspool/vmspool/spool"
+)
+
+const showUsage = `usage: spool show JOB [--json]
+
+Shows a job: its state and files, its spec, its lease (running) or result
+(ended), its last events, and its chat's progress. Exits 1 if there is no
+such job, 2 for an invalid id.
+`
+
+// showEvents is how many of the last events show prints.
+const showEvents = 10
+
+// jobView is what show prints, and its --json document.
+type jobView struct {
+	Job       string          `json:"job"`
+	State     spool.State     `json:"state"`
+	Files     []string        `json:"files"`
+	Spec      *spool.Spec     `json:"spec,omitempty"`
+	Marker    *markerView     `json:"marker,omitempty"`
+	Lease     *spool.Lease    `json:"lease,omitempty"`
+	Heartbeat float64         `json:"heartbeat,omitempty"`
+	Result    *spool.Result   `json:"result,omitempty"`
+	Cancel    bool            `json:"cancel_requested,omitempty"`
+	Events    []spool.Event   `json:"events"`
+	Progress  *spool.Progress `json:"progress,omitempty"`
+	Problems  []string        `json:"problems,omitempty"`
+}
+
+type markerView struct {
+	NotBefore float64 `json:"not_before"`
+	Attempt   int     `json:"attempt"`
+}
+
+func (a *app) show(args []string) error {
+	c := a.newCommand("show", showUsage)
+	asJSON := c.Bool("json", false, "print one JSON document")
+	pos, err := c.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageErr("show", "want one JOB")
+	}
+	job := pos[0]
+	if err := spool.CheckJobID(job); err != nil {
+		return err
+	}
+	s, err := a.open()
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	v, err := view(s, job)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	printView(a.stdout, v, time.Now())
+	return nil
+}
+
+func view(s *spool.Spool, job string) (*jobView, error) {
+	f, err := s.JobFiles(job)
+	if err != nil {
+		return nil, err
+	}
+	st, ok := f.State()
+	if !ok {
+		return nil, fail(cli.ExitFail, "job %s: no such job in %s", job, s.Dir)
+	}
+	v := &jobView{Job: job, State: st, Events: []spool.Event{}}
+	for _, ext := range []string{spool.ExtSpec, spool.ExtReady, spool.ExtRunning, spool.ExtDone, spool.ExtFailed,
+		spool.ExtCancelled, spool.ExtCancel, spool.ExtEvents, spool.ExtLog} {
+		if _, err := s.Stat(job + ext); err == nil {
+			v.Files = append(v.Files, job+ext)
+		}
+	}
+	problem := func(err error) { v.Problems = append(v.Problems, line(err.Error())) }
+	if f&spool.HasSpec != 0 {
+		if v.Spec, err = s.ReadSpec(job); err != nil {
+			problem(err)
+		}
+	}
+	v.Cancel = f&spool.HasCancel != 0
+	chat := ""
+	if v.Spec != nil {
+		chat = v.Spec.Chat
+	}
+	switch {
+	case st.Final():
+		if v.Result, err = s.ReadResult(job, st); err != nil {
+			problem(err)
+		} else if chat == "" {
+			chat = v.Result.Chat
+		}
+	case st == spool.Running:
+		l, fi, err := s.ReadLease(job)
+		if err != nil {
+			problem(err)
+		} else {
+			v.Lease = l
+			v.Heartbeat = spool.Stamp(fi.ModTime())
+			if chat == "" {
+				chat = l.Chat
+			}
+		}
+	case st == spool.Queued:
+		if m, err := s.ReadMarker(job); err != nil {
+			problem(err)
+		} else {
+			v.Marker = &markerView{NotBefore: spool.Stamp(m.NotBefore), Attempt: m.Attempt}
+		}
+	}
+	if f&spool.HasEvents != 0 {
+		evs, err := s.NewEventReader(job).Read()
+		if err != nil {
+			problem(err)
+		}
+		if len(evs) > showEvents {
+			evs = evs[len(evs)-showEvents:]
+		}
+		v.Events = append(v.Events, evs...)
+	}
+	if chat != "" {
+		p, err := s.ReadProgress(chat)
+		switch {
+		case err == nil:
+			v.Progress = p
+		case !errors.Is(err, fs.ErrNotExist):
+			problem(err)
+		}
+	}
+	return v, nil
+}
+
+func printView(w io.Writer, v *jobView, now time.Time) {
+	kv := func(k, format string, args ...any) { fmt.Fprintf(w, "%-10s %s\n", k+":", fmt.Sprintf(format, args...)) }
+	ago := func(t float64) string { return age(now.Sub(spool.TimeOf(t))) + " ago" }
+	kv("job", "%s", v.Job)
+	kv("state", "%s", v.State)
+	kv("files", "%s", strings.Join(v.Files, " "))
+	if sp := v.Spec; sp != nil {
+		kv("chat", "%s", sp.Chat)
+		kv("created", "%s (%s)", spool.TimeOf(sp.Created).Format(time.RFC3339), ago(sp.Created))
+		if sp.Script != nil {
+			kv("script", "%s", line(*sp.Script))
+		} else {
+			b, _ := json.Marshal(sp.Argv)
+			kv("argv", "%s", b)
+		}
+		if sp.Cwd != "" {
+			kv("cwd", "%s", sp.Cwd)
+		}
+		if len(sp.Env) > 0 {
+			b, _ := json.Marshal(sp.Env)
+			kv("env", "%s", b)
+		}
+		if sp.Timeout != 0 {
+			kv("timeout", "%s", time.Duration(sp.Timeout))
+		}
+		kv("attempts", "%d", sp.MaxTries())
+	}
+	if m := v.Marker; m != nil {
+		nb := spool.TimeOf(m.NotBefore)
+		if nb.After(now) {
+			kv("queued", "attempt %d, retry in %s", m.Attempt, age(nb.Sub(now)+time.Second/2))
+		} else {
+			kv("queued", "attempt %d, since %s", m.Attempt, ago(m.NotBefore))
+		}
+	}
+	if l := v.Lease; l != nil {
+		kv("lease", "worker %s on %s pid %d, attempt %d, claimed %s, heartbeat %s (lease %gs)",
+			l.Worker, l.Host, l.PID, l.Attempt, ago(l.Claimed), ago(v.Heartbeat), l.LeaseS)
+	}
+	if r := v.Result; r != nil {
+		s := fmt.Sprintf("%s, attempt %d", r.State, r.Attempt)
+		if r.Exit != nil {
+			s += fmt.Sprintf(", exit %d", *r.Exit)
+		}
+		if r.Error != nil {
+			s += ", error: " + line(*r.Error)
+		}
+		if r.Finished != 0 {
+			s += ", finished " + ago(r.Finished)
+		}
+		kv("result", "%s", s)
+	}
+	if v.Cancel {
+		kv("cancel", "requested")
+	}
+	for _, p := range v.Problems {
+		kv("problem", "%s", p)
+	}
+	if len(v.Events) > 0 {
+		fmt.Fprintf(w, "events (last %d):\n", len(v.Events))
+		for _, ev := range v.Events {
+			fmt.Fprintf(w, "  %4d  %-8s  %s\n", ev.Seq, ev.Type, line(ev.Text))
+		}
+	}
+	if p := v.Progress; p != nil {
+		s := fmt.Sprintf("job %s, %s, seq %d, updated %s", p.Job, p.State, p.Seq, ago(p.Updated))
+		if p.Job != v.Job {
+			s += " (another job's run)"
+		}
+		kv("progress", "%s", s)
+		if p.Status != "" {
+			kv("status", "%s", line(p.Status))
+		}
+		if q := p.Question; q != nil {
+			kv("question", "%s %s %v", q.ID, line(q.Text), q.Options)
+		}
+	}
+}

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/vmspool/vmspool/internal/cli"
+	"github.com/vmspool/vmspool/spool"
+)
+
+const submitUsage = `usage: spool submit --chat C [--timeout D] [--attempts N] [--cwd DIR] [--env K=V]... [--id ID] -- ARGV...
+       spool submit --chat C [flags] --script FILE|-
+       spool submit --spec FILE|-
+
+Queues a job: writes <job>.json, removes progress/<chat> and
+chats/<chat>/answer.json, then creates <job>.ready (SPOOL.md, invariant 6).
+Prints the job id (a ULID unless --id). Nothing is written on bad input.
+`
+
+// envList collects repeated --env K=V.
+type envList map[string]string
+
+func (e envList) String() string { return "" }
+func (e envList) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("--env %q: want NAME=VALUE", s)
+	}
+	e[k] = v
+	return nil
+}
+
+func (a *app) submit(args []string) error {
+	c := a.newCommand("submit", submitUsage)
+	chat := c.String("chat", "", "the chat `C` the job runs for (required)")
+	var timeout durationFlag
+	c.Var(&timeout, "timeout", "kill the job after `D` (45m, 2h, or seconds)")
+	attempts := c.Int("attempts", 0, "how many times the job may be started in all (default 1)")
+	cwd := c.String("cwd", "", "the job's working `DIR`")
+	env := envList{}
+	c.Var(env, "env", "set `K=V` in the job's environment (repeatable)")
+	id := c.String("id", "", "the job's `ID` (default: a fresh ULID)")
+	script := c.String("script", "", "run the script in `FILE` (- for stdin) through the gate")
+	specFile := c.String("spec", "", "queue the spec document in `FILE` (- for stdin)")
+	argv, err := c.parse(args)
+	if err != nil {
+		return err
+	}
+	bad := func(format string, args ...any) error { return &exitError{cli.ExitUsage, fmt.Sprintf(format, args...)} }
+	var sp *spool.Spec
+	switch {
+	case *specFile != "":
+		if *chat != "" || *script != "" || len(argv) > 0 || len(env) > 0 || *cwd != "" || timeout.set || *attempts != 0 {
+			return usageErr("submit", "--spec takes the whole job from its document; give no other job flags or ARGV")
+		}
+		b, err := a.readInput(*specFile)
+		if err != nil {
+			return bad("spec %s: %v", *specFile, err)
+		}
+		sp, err = spool.ParseSpec(b)
+		if err != nil {
+			return bad("spec %s: %v", *specFile, err)
+		}
+		if *id != "" {
+			if sp.ID != "" && sp.ID != *id {
+				return bad("spec %s: its \"id\" is %q, not --id %q", *specFile, sp.ID, *id)
+			}
+			sp.ID = *id
+		}
+	default:
+		if *chat == "" {
+			return usageErr("submit", "--chat is required")
+		}
+		sp = &spool.Spec{ID: *id, Chat: *chat, Cwd: *cwd, Timeout: spool.Duration(timeout.d), Attempts: *attempts}
+		if len(env) > 0 {
+			sp.Env = env
+		}
+		switch {
+		case *script != "" && len(argv) > 0:
+			return usageErr("submit", "give ARGV or --script, not both")
+		case *script != "":
+			b, err := a.readInput(*script)
+			if err != nil {
+				return bad("script %s: %v", *script, err)
+			}
+			if strings.TrimSpace(string(b)) == "" {
+				return bad("script %s is empty: nothing to run", *script)
+			}
+			s := string(b)
+			sp.Script = &s
+		case len(argv) == 0:
+			return usageErr("submit", "nothing to run: give ARGV after -- or --script FILE")
+		default:
+			sp.Argv = argv
+		}
+	}
+	// Check everything before the spool is touched.
+	if sp.ID != "" {
+		if err := spool.CheckJobID(sp.ID); err != nil {
+			return bad("%v", err)
+		}
+	}
+	if err := spool.CheckChatID(sp.Chat); err != nil {
+		return bad("%v", err)
+	}
+	if err := sp.Validate(); err != nil {
+		return bad("%v", err)
+	}
+	s, err := a.open()
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	job, err := s.Submit(sp)
+	if err != nil {
+		// Submit leaves nothing behind; a spool that cannot be written
+		// (read-only, full) is the caller's input to fix.
+		return bad("%v", err)
+	}
+	fmt.Fprintln(a.stdout, job)
+	return nil
+}
+
+// readInput reads a whole file, or stdin for "-".
+func (a *app) readInput(name string) ([]byte, error) {
+	if name == "-" {
+		return io.ReadAll(io.LimitReader(a.stdin, spool.MaxDocument+1))
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file")
+	}
+	b, err := io.ReadAll(io.LimitReader(f, spool.MaxDocument+1))
+	if err == nil && len(b) > spool.MaxDocument {
+		err = fmt.Errorf("larger than %d bytes", spool.MaxDocument)
+	}
+	return b, err
+}

@@ -1,0 +1,168 @@
+package spool
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+)
+
+// GCOptions tunes GC.
+type GCOptions struct {
+	// Older is the age past which an ended job's files go (default 7 days),
+	// judged by its result's mtime.
+	Older time.Duration
+	// DryRun removes nothing and reports what would go.
+	DryRun bool
+	// Now is the time of the collection (zero: now).
+	Now time.Time
+}
+
+// DefaultGCAge is how long `spool gc` keeps an ended job.
+const DefaultGCAge = 7 * 24 * time.Hour
+
+// GC removes what ended jobs left, once it is older than opt.Older: the
+// spec first (so that a crash half-way leaves a result without a spec,
+// which is still an ended job, never a spec alone that looks like a
+// submission), then the result, events, log and cancel request. It never
+// touches a queued, running or new job, nor a job in two states (fsck's
+// business). It then removes progress/<chat> and chats/<chat>/ of chats
+// that no live job names, when they too are older than opt.Older and no
+// one holds the chat's lock. report is called with each name removed (or,
+// with DryRun, that would be).
+func (s *Spool) GC(opt GCOptions, report func(name string)) error {
+	if opt.Older <= 0 {
+		opt.Older = DefaultGCAge
+	}
+	if opt.Now.IsZero() {
+		opt.Now = time.Now()
+	}
+	cutoff := opt.Now.Add(-opt.Older)
+	jobs, _, err := s.Scan()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	remove := func(name string) bool {
+		if opt.DryRun {
+			report(name)
+			return true
+		}
+		if err := removeName(s.root, name); err != nil {
+			errs = append(errs, err)
+			return false
+		}
+		report(name)
+		return true
+	}
+	live := map[string]bool{}
+	for _, job := range SortedIDs(jobs) {
+		f := jobs[job]
+		st, ok := f.State()
+		if !ok {
+			continue
+		}
+		if !st.Final() {
+			// A live job's chat keeps its progress and answer.
+			if chat := s.chatOf(job, st); chat != "" {
+				live[chat] = true
+			}
+			continue
+		}
+		if f&(HasReady|HasRunning) != 0 || f.States() > 1 {
+			continue
+		}
+		fi, err := s.root.Lstat(job + st.Ext())
+		if err != nil || fi.ModTime().After(cutoff) {
+			continue
+		}
+		ok = true
+		for _, ext := range []string{ExtSpec, st.Ext(), ExtEvents, ExtLog, ExtCancel} {
+			if f&extBit[ext] != 0 && ok {
+				ok = remove(job + ext)
+			}
+		}
+	}
+	if !opt.DryRun {
+		if err := syncDir(s.root); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	progress, _ := s.readDirNames(ProgressDir)
+	for _, chat := range progress {
+		if !ValidID(chat) || live[chat] {
+			continue
+		}
+		name := ProgressPath(chat)
+		if fi, err := s.root.Lstat(name); err == nil && !fi.IsDir() && fi.ModTime().Before(cutoff) {
+			remove(name)
+		}
+	}
+	chats, _ := s.readDirNames(ChatsDir)
+	for _, chat := range chats {
+		if !ValidID(chat) || live[chat] {
+			continue
+		}
+		if err := s.gcChat(chat, cutoff, opt.DryRun, report); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// chatOf returns the chat a live job names, from its lease or its spec.
+func (s *Spool) chatOf(job string, st State) string {
+	if st == Running {
+		if l, _, err := s.ReadLease(job); err == nil && l.Chat != "" {
+			return l.Chat
+		}
+	}
+	if sp, err := s.ReadSpec(job); err == nil {
+		return sp.Chat
+	}
+	return ""
+}
+
+// gcChat removes chats/<chat>/ when everything in it is older than cutoff
+// and its lock is free.
+func (s *Spool) gcChat(chat string, cutoff time.Time, dryRun bool, report func(string)) error {
+	dir := ChatDir(chat)
+	fi, err := s.root.Lstat(dir)
+	if err != nil || !fi.IsDir() {
+		return nil
+	}
+	names, err := s.readDirNames(dir)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		fi, err := s.root.Lstat(dir + "/" + n)
+		if err != nil || fi.IsDir() || fi.ModTime().After(cutoff) {
+			return nil
+		}
+	}
+	// The daemon running the chat's job holds its lock.
+	lock, ok, err := s.LockChat(chat)
+	if err != nil || !ok {
+		return nil
+	}
+	defer lock.Close()
+	if dryRun {
+		report(dir)
+		return nil
+	}
+	for _, n := range names {
+		if err := removeName(s.root, dir+"/"+n); err != nil {
+			return err
+		}
+	}
+	// LockChat created the lock if it was missing.
+	if err := removeName(s.root, dir+"/"+LockFile); err != nil {
+		return err
+	}
+	if err := s.root.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("chat %s: %w", chat, err)
+	}
+	report(dir)
+	return nil
+}

@@ -1,0 +1,138 @@
+package spool
+
+import (
+	"errors"
+	"io/fs"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+)
+
+// Row is one job as `spool ls` shows it. Problem says what could not be
+// read, so that one bad document costs its row a note, not the listing.
+type Row struct {
+	Job     string  `json:"job"`
+	State   State   `json:"state"`
+	Chat    string  `json:"chat,omitempty"`
+	Attempt int     `json:"attempt,omitempty"`
+	Created float64 `json:"created,omitempty"`
+	// NotBefore is a queued job's not-before time (its marker's mtime),
+	// set only while it lies in the future: a retry waiting out its backoff.
+	NotBefore float64 `json:"not_before,omitempty"`
+	Worker    string  `json:"worker,omitempty"`
+	Exit      *int    `json:"exit,omitempty"`
+	Error     *string `json:"error,omitempty"`
+	Finished  float64 `json:"finished,omitempty"`
+	Problem   string  `json:"problem,omitempty"`
+}
+
+// ListOptions narrows and tunes List.
+type ListOptions struct {
+	// State keeps only the jobs in that state ("" for all).
+	State State
+	// Workers is how many goroutines read documents (0: a few).
+	Workers int
+	// Now is the time against which NotBefore is judged (zero: now).
+	Now time.Time
+}
+
+// List returns a row per job, sorted by id. It costs one readdir of the
+// root, then exactly one small document per job (the result of an ended
+// job, which names its chat and attempt; the lease of a running one; the
+// spec, plus the marker's stat, of a queued one), read by a few goroutines
+// at once. A job's submit time comes free from a ULID id; other ids cost
+// the spec's stat.
+func (s *Spool) List(opt ListOptions) ([]Row, error) {
+	jobs, _, err := s.Scan()
+	if err != nil {
+		return nil, err
+	}
+	ids := SortedIDs(jobs)
+	rows := make([]Row, 0, len(ids))
+	for _, id := range ids {
+		st, ok := jobs[id].State()
+		if !ok || (opt.State != "" && st != opt.State) {
+			continue
+		}
+		rows = append(rows, Row{Job: id, State: st})
+	}
+	now := opt.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	n := opt.Workers
+	if n <= 0 {
+		n = min(4, 2*runtime.GOMAXPROCS(0))
+	}
+	var wg sync.WaitGroup
+	next := make(chan int, 256)
+	for w := 0; w < n; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				s.fillRow(&rows[i], jobs[rows[i].Job], now)
+			}
+		}()
+	}
+	for i := range rows {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return rows, nil
+}
+
+func (s *Spool) fillRow(r *Row, f Files, now time.Time) {
+	if u, err := ulid.ParseStrict(r.Job); err == nil {
+		r.Created = Stamp(ulid.Time(u.Time()))
+	}
+	note := func(err error) {
+		if r.Problem == "" {
+			r.Problem = err.Error()
+		}
+	}
+	switch r.State {
+	case Done, Failed, Cancelled:
+		res, err := s.ReadResult(r.Job, r.State)
+		if err != nil {
+			note(err)
+			break
+		}
+		r.Chat, r.Attempt, r.Worker, r.Exit, r.Error, r.Finished = res.Chat, res.Attempt, res.Worker, res.Exit, res.Error, res.Finished
+	case Running:
+		l, _, err := s.ReadLease(r.Job)
+		if err != nil {
+			note(err)
+			break
+		}
+		r.Chat, r.Attempt, r.Worker = l.Chat, l.Attempt, l.Worker
+	case Queued, New:
+		sp, err := s.ReadSpec(r.Job)
+		if err != nil {
+			note(err)
+		} else {
+			r.Chat, r.Created = sp.Chat, sp.Created
+		}
+		if r.State == Queued {
+			m, err := s.ReadMarker(r.Job)
+			if err != nil {
+				note(err)
+				break
+			}
+			r.Attempt = m.Attempt
+			if m.NotBefore.After(now) {
+				r.NotBefore = Stamp(m.NotBefore)
+			}
+		}
+	}
+	if r.Created == 0 && f&HasSpec != 0 {
+		if fi, err := s.root.Lstat(r.Job + ExtSpec); err == nil {
+			r.Created = Stamp(fi.ModTime())
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			note(err)
+		}
+	}
+}
