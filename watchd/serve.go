@@ -2,7 +2,6 @@ package watchd
 
 import (
 	"context"
-	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"github.com/vmspool/vmspool/spool"
+	"github.com/vmspool/vmspool/watchd/web"
 )
 
 // DefaultListen is serve's address: loopback, since the documents hold
@@ -48,9 +48,6 @@ type Server struct {
 	mux  *http.ServeMux
 }
 
-//go:embed page.html
-var page []byte
-
 // NewServer returns a Server over cfg.Hub.
 func NewServer(cfg ServerConfig) *Server {
 	if cfg.MaxSubscribers <= 0 {
@@ -69,6 +66,7 @@ func NewServer(cfg ServerConfig) *Server {
 		s.log = l
 	}
 	s.mux.HandleFunc("GET /{$}", s.servePage)
+	s.mux.HandleFunc("GET /{file}", s.servePage)
 	s.mux.HandleFunc("GET /chats", s.serveChats)
 	s.mux.HandleFunc("GET /chats/{chat}", s.serveDoc)
 	s.mux.HandleFunc("GET /chats/{chat}/events", s.serveEvents)
@@ -114,10 +112,30 @@ func chatOf(w http.ResponseWriter, r *http.Request) string {
 	return chat
 }
 
+// servePage serves the live page (package web): index.html, its style
+// and its script, nothing else.
 func (s *Server) servePage(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline' 'self'; style-src 'unsafe-inline'")
-	w.Write(page)
+	file := r.PathValue("file")
+	ctype := map[string]string{"": "text/html; charset=utf-8", "index.html": "text/html; charset=utf-8",
+		"style.css": "text/css; charset=utf-8", "app.js": "text/javascript; charset=utf-8"}[file]
+	if ctype == "" {
+		http.NotFound(w, r)
+		return
+	}
+	if file == "" {
+		file = "index.html"
+	}
+	b, err := web.FS.ReadFile(file)
+	if err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", ctype)
+	h.Set("Content-Security-Policy", web.CSP)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-cache")
+	w.Write(b)
 }
 
 // ChatInfo is one line of GET /chats.

@@ -89,6 +89,10 @@ func TestServeDocumentAndErrors(t *testing.T) {
 		{"/chats/c/events?last=nope", 400},
 		{"/chats/c/events?last=4.end", 204},
 		{"/", 200},
+		{"/app.js", 200},
+		{"/style.css", 200},
+		{"/web.go", 404},
+		{"/nope", 404},
 		{"/chats", 200},
 	} {
 		resp := get(t, ts.URL+tt.path)
