@@ -1,6 +1,149 @@
-// Command spoold is being written; this placeholder keeps the module building.
+// Command spoold runs the job spool's queue: it claims each queued job,
+// runs it, relays its progress to progress/<chat> and writes its result,
+// and recovers the jobs of workers that died. The work is package spoold;
+// this file is flags, signals and logging.
 package main
 
-import "os"
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
 
-func main() { os.Stderr.WriteString("spoold: not built yet\n"); os.Exit(2) }
+	"github.com/vmspool/vmspool/internal/cli"
+	"github.com/vmspool/vmspool/spool"
+	"github.com/vmspool/vmspool/spoold"
+	"github.com/vmspool/vmspool/vmgate"
+)
+
+const usage = `usage: spoold [--spool DIR] [--workers N] [--lease D] [--grace D] [--kill-grace D]
+              [--host NAME] [--worker NAME] [--poll D] [--rescan D] [--max-timeout D]
+              [--commit-tool NAME] [--log-level L]
+
+Runs the spool's queue until SIGTERM or SIGINT; then stops claiming, lets
+running jobs finish for --grace, and puts any still running back in the
+queue (or ends them, per their attempts) before it exits 0. A second
+signal ends them at once. docs/spoold.md says how it runs and recovers jobs.
+
+`
+
+// jobEnv is what a job inherits of spoold's own environment; the rest of
+// it (credentials, NOTIFY_SOCKET, the caller's SPOOL_*) stays out.
+var jobEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "TERM"}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stderr))
+}
+
+func run(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("spoold", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var (
+		dir        = fs.String("spool", "", "the spool `DIR` (default $SPOOL_DIR, $JOBS_DIR, then the system default)")
+		workers    = fs.Int("workers", 1, "jobs run at once by this daemon")
+		lease      = fs.Duration("lease", 30*time.Second, "lease; heartbeat every lease/3, recovery every lease")
+		grace      = fs.Duration("grace", 10*time.Second, "how long a shutdown waits for running jobs")
+		killGrace  = fs.Duration("kill-grace", 5*time.Second, "between SIGTERM and SIGKILL to a job's process group")
+		host       = fs.String("host", "", "this host's name in leases (default the host name)")
+		worker     = fs.String("worker", "", "this daemon's name in leases (default host:pid)")
+		poll       = fs.Duration("poll", 0, "rescan every D instead of inotify (shared filesystems)")
+		rescan     = fs.Duration("rescan", 30*time.Second, "safety-net rescan interval with inotify")
+		maxTimeout = fs.Duration("max-timeout", 0, "cap on every job's timeout, and the timeout of jobs without one (0: none)")
+		commitTool = fs.String("commit-tool", vmgate.DefaultCommitTool, "the commit tool the gate's refusals name")
+		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
+		version    = fs.Bool("version", false, "print the version and exit")
+	)
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			fmt.Fprint(os.Stdout, usage)
+			fs.SetOutput(os.Stdout)
+			fs.PrintDefaults()
+			return cli.ExitOK
+		}
+		fmt.Fprintf(stderr, "spoold: %v (see spoold -h)\n", err)
+		return cli.ExitUsage
+	}
+	if *version {
+		fmt.Println(cli.Version("spoold"))
+		return cli.ExitOK
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "spoold: unexpected argument %q (see spoold -h)\n", fs.Arg(0))
+		return cli.ExitUsage
+	}
+	switch {
+	case *workers < 1 || *workers > 1024:
+		return usageErr(stderr, "--workers %d: want 1 to 1024", *workers)
+	case *lease < 100*time.Millisecond:
+		return usageErr(stderr, "--lease %v: want at least 100ms", *lease)
+	case *grace < 0 || *killGrace <= 0:
+		return usageErr(stderr, "--grace and --kill-grace must be positive")
+	case *poll < 0 || *rescan <= 0 || *maxTimeout < 0:
+		return usageErr(stderr, "--poll, --rescan and --max-timeout must be positive")
+	}
+	log, err := cli.Logger(stderr, *logLevel)
+	if err != nil {
+		return usageErr(stderr, "%v", err)
+	}
+	gate, err := vmgate.New(vmgate.WithCommitTool(*commitTool))
+	if err != nil {
+		return usageErr(stderr, "%v", err)
+	}
+	path := spool.ResolveDir(*dir, os.Getenv, os.Getuid())
+	s, err := spool.Create(path)
+	if err != nil {
+		fmt.Fprintf(stderr, "spoold: %v\n", err)
+		return cli.ExitFail
+	}
+	defer s.Close()
+	var env []string
+	for _, k := range jobEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	d, err := spoold.New(spoold.Config{
+		Spool: s, Workers: *workers, Lease: *lease, Grace: *grace, KillGrace: *killGrace,
+		Host: *host, Worker: *worker, Poll: *poll, Rescan: *rescan, MaxTimeout: *maxTimeout,
+		Env: env, Log: log,
+		Gate: func(script string) spoold.Verdict {
+			v := gate.Check(script)
+			r := ""
+			if v.Reason != nil {
+				r = *v.Reason
+			}
+			return spoold.Verdict{Allowed: v.Allowed, Reason: r, Message: v.Message}
+		},
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "spoold: %v\n", strings.TrimPrefix(err.Error(), "spoold: "))
+		return cli.ExitFail
+	}
+
+	ctx, stop := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		sig := <-sigs
+		log.WithField("signal", sig.String()).Info("signal: stopping after the grace")
+		stop()
+		sig = <-sigs
+		log.WithField("signal", sig.String()).Info("second signal: stopping now")
+		d.StopNow()
+	}()
+	if err := d.Run(ctx); err != nil {
+		fmt.Fprintf(stderr, "spoold: %v\n", strings.TrimPrefix(err.Error(), "spoold: "))
+		return cli.ExitFail
+	}
+	return cli.ExitOK
+}
+
+func usageErr(w io.Writer, format string, args ...any) int {
+	fmt.Fprintf(w, "spoold: "+format+" (see spoold -h)\n", args...)
+	return cli.ExitUsage
+}

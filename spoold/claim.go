@@ -1,0 +1,203 @@
+package spoold
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"syscall"
+
+	"github.com/sirupsen/logrus"
+	"github.com/vmspool/vmspool/spool"
+)
+
+// handle takes one queued job the whole way: spec, chat, claim, run. The
+// order matters: the chat lock comes before the claim, so that a job of a
+// busy chat stays queued (and visible as such) rather than held; and the
+// processes a dead attempt left behind are ended before either, since they
+// hold both locks.
+func (d *Daemon) handle(it *item) {
+	sp, err := d.s.ReadSpec(it.job)
+	if err != nil {
+		if !permanent(err) {
+			// EMFILE, EIO...: the next rescan tries again.
+			d.log.WithError(err).WithFields(logrus.Fields{"job": it.job, "worker": d.cfg.Worker}).Error("cannot read spec; will retry")
+			d.q.forget(it.job)
+			return
+		}
+		d.refuse(it.job, err)
+		d.q.forget(it.job)
+		return
+	}
+	it.chat = sp.Chat
+	if !it.parked && d.q.waiting(sp.Chat) {
+		d.q.park(it)
+		return
+	}
+	if it.content {
+		d.endOrphansOf(it.job)
+	}
+	chatLock, ok, err := d.s.LockChat(sp.Chat)
+	if err != nil {
+		d.log.WithError(err).WithFields(logrus.Fields{"job": it.job, "chat": sp.Chat, "worker": d.cfg.Worker}).Error("cannot lock chat")
+		d.refuse(it.job, err)
+		if it.parked {
+			d.q.headDone(sp.Chat)
+		}
+		d.q.forget(it.job)
+		return
+	}
+	if !ok {
+		d.q.park(it)
+		return
+	}
+	lease, prev, err := d.s.Claim(it.job, d.lease(sp.Chat))
+	if it.parked {
+		d.q.headDone(sp.Chat)
+	}
+	d.q.forget(it.job)
+	if err != nil || lease == nil {
+		chatLock.Close()
+		if err != nil {
+			d.log.WithError(err).WithFields(logrus.Fields{"job": it.job, "chat": sp.Chat, "worker": d.cfg.Worker}).Error("claim")
+		}
+		d.q.retry(sp.Chat)
+		return
+	}
+	d.execute(sp, lease, prev, chatLock)
+	chatLock.Close()
+	d.q.retry(sp.Chat)
+}
+
+// markerLease reads the lease a recovered job's marker holds: the attempt
+// before, whose processes must be gone before the next starts.
+func (d *Daemon) markerLease(job string) *spool.Lease {
+	f, err := d.s.Root().OpenFile(job+spool.ExtReady, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, spool.MaxDocument))
+	if err != nil || len(bytes.TrimSpace(b)) == 0 {
+		return nil
+	}
+	var l spool.Lease
+	if json.Unmarshal(b, &l) != nil || l.Worker == "" {
+		return nil
+	}
+	return &l
+}
+
+// endOrphansOf ends, before a recovered job is claimed again, what its last
+// attempt left running on this host (a spoold killed with -9 leaves its
+// jobs' processes behind, and they hold the chat's lock and the spec's).
+func (d *Daemon) endOrphansOf(job string) {
+	prev := d.markerLease(job)
+	if prev == nil || prev.Host != d.cfg.Host || !d.attemptAlive(job) {
+		return
+	}
+	e := d.log.WithFields(logrus.Fields{"job": job, "chat": prev.Chat, "worker": d.cfg.Worker, "attempt": prev.Attempt,
+		"old_worker": prev.Worker, "pgid": prev.PGID})
+	if d.endAttempt(job, prev.PGID, d.cfg.KillGrace) {
+		e.Info("ended the processes left by the attempt before")
+	} else {
+		e.Warn("processes of the attempt before still hold the spec lock")
+	}
+}
+
+// refuse ends a job whose spec cannot be run: it is claimed (so that it is
+// ended exactly once) and finished failed with the reason, which keeps it
+// in `spool ls` and `spool show` rather than in corrupt/. If the chat can
+// be read from the spec and is free, its progress says so too.
+func (d *Daemon) refuse(job string, why error) {
+	lease, _, err := d.s.Claim(job, d.lease(""))
+	if err != nil || lease == nil {
+		return
+	}
+	msg := why.Error()
+	chat := looseChat(d.s, job)
+	lease.Chat = chat
+	e := d.log.WithFields(logrus.Fields{"job": job, "chat": chat, "worker": d.cfg.Worker, "attempt": lease.Attempt})
+	end, _ := d.s.AppendEvent(job, spool.Event{Type: spool.EventEnd, Text: "not run: " + msg, State: spool.Failed, Worker: d.cfg.Worker, Attempt: lease.Attempt})
+	res := &spool.Result{Job: job, Chat: chat, State: spool.Failed, Attempt: lease.Attempt, First: lease.First, Worker: d.cfg.Worker, Started: lease.Claimed}
+	res.Errorf("%s", msg)
+	if err := d.s.Finish(res); err != nil {
+		e.WithError(err).Error("cannot write result")
+		return
+	}
+	e.WithField("error", msg).Warn("refused: spec cannot be run")
+	if chat == "" {
+		return
+	}
+	if f, ok, err := d.s.LockChat(chat); err == nil && ok {
+		p := &spool.Progress{Job: job, Chat: chat, Started: lease.Claimed, Attempt: lease.Attempt, Worker: d.cfg.Worker}
+		if end.Seq > 0 {
+			p.Add(end)
+		}
+		p.State, p.Done, p.Error = spool.Failed, true, res.Error
+		d.s.WriteProgress(p)
+		f.Close()
+	}
+}
+
+// looseChat reads the "chat" of a spec that does not validate, for its
+// progress only.
+func looseChat(s *spool.Spool, job string) string {
+	f, err := s.Root().OpenFile(job+spool.ExtSpec, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	var v struct {
+		Chat string `json:"chat"`
+	}
+	if json.NewDecoder(io.LimitReader(f, spool.MaxDocument)).Decode(&v) != nil || !spool.ValidID(v.Chat) {
+		return ""
+	}
+	return v.Chat
+}
+
+// cancelQueued ends a job that was cancelled while queued: claimed, so
+// that exactly one daemon ends it, then finished cancelled. Its chat's
+// progress is written only if the chat is free: otherwise it belongs to
+// the chat's running job.
+func (d *Daemon) cancelQueued(job string) {
+	lease, prev, err := d.s.Claim(job, d.lease(""))
+	if err != nil || lease == nil {
+		return
+	}
+	d.q.forget(job)
+	sp, serr := d.s.ReadSpec(job)
+	chat := ""
+	if serr == nil {
+		chat = sp.Chat
+	} else {
+		chat = looseChat(d.s, job)
+	}
+	e := d.log.WithFields(logrus.Fields{"job": job, "chat": chat, "worker": d.cfg.Worker, "attempt": lease.Attempt})
+	if prev != nil && prev.Host == d.cfg.Host {
+		d.endAttempt(job, prev.PGID, d.cfg.KillGrace)
+	}
+	end, _ := d.s.AppendEvent(job, spool.Event{Type: spool.EventEnd, Text: "cancelled before it started", State: spool.Cancelled, Worker: d.cfg.Worker, Attempt: lease.Attempt})
+	res := &spool.Result{Job: job, Chat: chat, State: spool.Cancelled, Attempt: lease.Attempt, First: lease.First, Worker: d.cfg.Worker, Started: lease.Claimed}
+	res.Errorf("cancelled before it started")
+	if err := d.s.Finish(res); err != nil {
+		e.WithError(err).Error("cannot write result")
+		return
+	}
+	e.Info("cancelled while queued")
+	if chat == "" {
+		return
+	}
+	if f, ok, err := d.s.LockChat(chat); err == nil && ok {
+		p := &spool.Progress{Job: job, Chat: chat, Started: lease.Claimed, Attempt: lease.Attempt, Worker: d.cfg.Worker}
+		if end.Seq > 0 {
+			p.Add(end)
+		}
+		p.State, p.Done, p.Error = spool.Cancelled, true, res.Error
+		d.s.WriteProgress(p)
+		f.Close()
+		d.q.retry(chat)
+	}
+}
+

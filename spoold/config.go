@@ -1,0 +1,115 @@
+package spoold
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/vmspool/vmspool/spool"
+)
+
+// Verdict is the script gate's decision, as spoold needs it: whether the
+// script may run, and the message and reason to record when it may not.
+type Verdict struct {
+	Allowed bool
+	Reason  string
+	Message string
+}
+
+// Gate decides a script before anything of it runs. cmd/spoold adapts the
+// vmgate package to it; keeping it a function keeps this package free of
+// the gate's insides (and testable without it).
+type Gate func(script string) Verdict
+
+// Config is everything a Daemon is told. cmd/spoold builds it once from its
+// flags; the package reads no flag and no environment variable itself.
+type Config struct {
+	// Spool is the tree to serve; the daemon does not close it.
+	Spool *spool.Spool
+	// Workers is how many jobs run at once in this daemon (default 1).
+	Workers int
+	// Lease is the lease written at claim (default 30s); the heartbeat
+	// runs every Lease/3 and recovery every Lease.
+	Lease time.Duration
+	// Grace is how long a shutdown waits for running jobs (default 10s).
+	Grace time.Duration
+	// KillGrace is how long a process group has between SIGTERM and
+	// SIGKILL (default 5s).
+	KillGrace time.Duration
+	// Host names this host in leases (default os.Hostname()); Worker names
+	// this daemon (default host:pid).
+	Host, Worker string
+	// Poll, when set, replaces inotify with a full rescan every Poll, for
+	// shared filesystems where inotify sees nothing.
+	Poll time.Duration
+	// Rescan is the safety-net rescan in inotify mode (default 30s): other
+	// hosts' changes and a dropped watch are never reported.
+	Rescan time.Duration
+	// MaxTimeout caps every job's timeout, and is the timeout of a job
+	// that has none (0: no cap).
+	MaxTimeout time.Duration
+	// Gate decides scripts. Nil refuses every script.
+	Gate Gate
+	// Env is the base environment of every job (cmd/spoold passes PATH,
+	// HOME, LANG and a few more from its own); the spec's env goes over
+	// it and the SPOOL_* variables over both.
+	Env []string
+	// Dir is the working directory of a job whose spec names none, and
+	// what a relative cwd is relative to (default spoold's own).
+	Dir string
+	// Log receives one line per thing that happened (default: discard).
+	Log *logrus.Logger
+}
+
+func (c *Config) fill() error {
+	if c.Spool == nil {
+		return errors.New("spoold: no spool")
+	}
+	if c.Workers <= 0 {
+		c.Workers = 1
+	}
+	if c.Lease <= 0 {
+		c.Lease = 30 * time.Second
+	}
+	if c.Lease < 100*time.Millisecond {
+		return fmt.Errorf("spoold: lease %v is too short (at least 100ms)", c.Lease)
+	}
+	if c.Grace < 0 {
+		c.Grace = 0
+	}
+	if c.KillGrace <= 0 {
+		c.KillGrace = 5 * time.Second
+	}
+	if c.Rescan <= 0 {
+		c.Rescan = 30 * time.Second
+	}
+	if c.Host == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("spoold: host name: %w (pass --host)", err)
+		}
+		c.Host = h
+	}
+	if c.Worker == "" {
+		c.Worker = fmt.Sprintf("%s:%d", c.Host, os.Getpid())
+	}
+	if c.Dir == "" {
+		d, err := os.Getwd()
+		if err != nil {
+			d = "/"
+		}
+		c.Dir = d
+	}
+	if c.Log == nil {
+		l := logrus.New()
+		l.SetOutput(discard{})
+		c.Log = l
+	}
+	return nil
+}
+
+type discard struct{}
+
+func (discard) Write(b []byte) (int, error) { return len(b), nil }

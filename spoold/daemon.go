@@ -1,0 +1,386 @@
+package spoold
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/sirupsen/logrus"
+	"github.com/vmspool/vmspool/spool"
+)
+
+// Daemon serves one spool. Build it with New, run it with Run.
+type Daemon struct {
+	cfg  Config
+	s    *spool.Spool
+	log  *logrus.Logger
+	q    *queue
+	w    *fsnotify.Watcher // nil in poll mode
+	root string            // the spool's path as the watcher reports it
+	boot string
+	pid  int
+	pst  uint64
+
+	mu         sync.Mutex
+	runs       map[string]*run     // the jobs this daemon runs, by job
+	chats      map[string]*run     // the same, by chat, while a question is open
+	running    map[string]struct{} // every <job>.running seen in the tree
+	recovering map[string]struct{} // jobs being recovered by this daemon
+	cancelling map[string]struct{} // queued jobs being ended cancelled
+
+	interrupt chan struct{} // closed when the grace is over: runs end their jobs
+	hard      chan struct{} // closed on the second signal: at once
+	hardOnce  sync.Once
+	intOnce   sync.Once
+	bg        sync.WaitGroup // recoveries and cancels under way
+}
+
+// New checks the config and builds a daemon; it touches nothing yet.
+func New(cfg Config) (*Daemon, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	root, err := filepath.Abs(cfg.Spool.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("spoold: spool %s: %w", cfg.Spool.Dir, err)
+	}
+	d := &Daemon{
+		cfg: cfg, s: cfg.Spool, log: cfg.Log, q: newQueue(), root: root,
+		boot: spool.BootID(), pid: os.Getpid(),
+		runs: make(map[string]*run), chats: make(map[string]*run),
+		running: make(map[string]struct{}), recovering: make(map[string]struct{}),
+		cancelling: make(map[string]struct{}),
+		interrupt:  make(chan struct{}), hard: make(chan struct{}),
+	}
+	d.pst, _ = spool.ProcessStart(d.pid)
+	return d, nil
+}
+
+// StopNow is the second signal: running jobs are ended at once (SIGKILL to
+// their groups) and put back in the queue, without waiting for the grace.
+func (d *Daemon) StopNow() {
+	d.hardOnce.Do(func() { close(d.hard) })
+	d.intOnce.Do(func() { close(d.interrupt) })
+}
+
+// Run serves the spool until ctx is done, then shuts down as COMMANDS.md
+// says: it stops claiming, lets running jobs finish for the grace, ends
+// those still running and queues them again (or ends them, per their
+// attempts), and returns nil. It returns an error only if it cannot start.
+func (d *Daemon) Run(ctx context.Context) error {
+	if d.cfg.Poll <= 0 {
+		// The watch goes on before the first scan, or a marker created in
+		// between would never be seen. It watches the root directory, never
+		// a file: a file's watch is lost at its first replacing rename.
+		w, err := fsnotify.NewBufferedWatcher(4096)
+		if err != nil {
+			return fmt.Errorf("spoold: inotify: %w (or run with --poll)", err)
+		}
+		if err := w.Add(d.root); err != nil {
+			w.Close()
+			return fmt.Errorf("spoold: watching %s: %w (or run with --poll)", d.root, err)
+		}
+		d.w = w
+	}
+	d.log.WithFields(logrus.Fields{"worker": d.cfg.Worker, "spool": d.root, "workers": d.cfg.Workers,
+		"lease": d.cfg.Lease.String(), "poll": d.cfg.Poll.String()}).Info("serving")
+
+	evCtx, stopEvents := context.WithCancel(context.Background())
+	var evDone sync.WaitGroup
+	if d.w != nil {
+		evDone.Add(1)
+		go func() { defer evDone.Done(); d.events(evCtx) }()
+	}
+	d.rescan()
+	d.recoverAll()
+
+	claimCtx, stopClaiming := context.WithCancel(context.Background())
+	var workers sync.WaitGroup
+	for i := 0; i < d.cfg.Workers; i++ {
+		workers.Add(1)
+		go func() { defer workers.Done(); d.work(claimCtx) }()
+	}
+	evDone.Add(1)
+	go func() { defer evDone.Done(); d.ticks(evCtx) }()
+
+	<-ctx.Done()
+	d.log.WithFields(logrus.Fields{"worker": d.cfg.Worker, "running": d.runCount(), "grace": d.cfg.Grace.String()}).Info("stopping: no new claims")
+	stopClaiming()
+	d.q.close()
+	allDone := make(chan struct{})
+	go func() { workers.Wait(); close(allDone) }()
+	grace := time.NewTimer(d.cfg.Grace)
+	select {
+	case <-allDone:
+	case <-grace.C:
+		d.log.WithFields(logrus.Fields{"worker": d.cfg.Worker, "running": d.runCount()}).Info("grace over: ending running jobs")
+		d.intOnce.Do(func() { close(d.interrupt) })
+	case <-d.hard:
+	}
+	grace.Stop()
+	<-allDone
+	stopEvents()
+	if d.w != nil {
+		d.w.Close()
+	}
+	evDone.Wait()
+	d.bg.Wait()
+	d.log.WithField("worker", d.cfg.Worker).Info("stopped")
+	return nil
+}
+
+func (d *Daemon) runCount() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.runs)
+}
+
+// work is one worker: it claims the next claimable job and runs it to its
+// end, until the queue closes.
+func (d *Daemon) work(ctx context.Context) {
+	for {
+		it := d.q.next(ctx)
+		if it == nil {
+			return
+		}
+		d.handle(it)
+	}
+}
+
+// ticks drives what no event reports: recovery every lease, the safety
+// rescan (or, in poll mode, the poll itself).
+func (d *Daemon) ticks(ctx context.Context) {
+	rec := time.NewTicker(d.cfg.Lease)
+	defer rec.Stop()
+	every := d.cfg.Rescan
+	if d.cfg.Poll > 0 {
+		every = d.cfg.Poll
+	}
+	scan := time.NewTicker(every)
+	defer scan.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-rec.C:
+			d.recoverAll()
+		case <-scan.C:
+			d.rescan()
+		}
+	}
+}
+
+// events reads the watcher. Errors are always drained: fsnotify feeds both
+// channels from one goroutine, so an unread overflow would stall it.
+func (d *Daemon) events(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-d.w.Events:
+			if !ok {
+				return
+			}
+			d.event(ev)
+		case err, ok := <-d.w.Errors:
+			if !ok {
+				return
+			}
+			if errors.Is(err, fsnotify.ErrEventOverflow) {
+				d.log.WithField("worker", d.cfg.Worker).Warn("inotify queue overflowed: rescanning the spool")
+				d.rescan()
+				continue
+			}
+			d.log.WithError(err).WithField("worker", d.cfg.Worker).Warn("inotify")
+		}
+	}
+}
+
+// event dispatches one change of the tree by its name; it never reads the
+// directory.
+func (d *Daemon) event(ev fsnotify.Event) {
+	dir, name := filepath.Split(ev.Name)
+	dir = strings.TrimSuffix(dir, "/")
+	if dir != d.root {
+		// chats/<chat>/answer.json, for a run with an open question.
+		if filepath.Base(name) == spool.AnswerFile && filepath.Dir(dir) == filepath.Join(d.root, spool.ChatsDir) {
+			d.mu.Lock()
+			r := d.chats[filepath.Base(dir)]
+			d.mu.Unlock()
+			if r != nil {
+				poke(r.answerWake)
+			}
+		}
+		return
+	}
+	job, ext, ok := spool.SplitName(name)
+	if !ok {
+		return
+	}
+	switch ext {
+	case spool.ExtReady:
+		if ev.Has(fsnotify.Create) {
+			d.enqueue(job)
+		}
+	case spool.ExtEvents:
+		if ev.Has(fsnotify.Write) || ev.Has(fsnotify.Create) {
+			d.mu.Lock()
+			r := d.runs[job]
+			d.mu.Unlock()
+			if r != nil {
+				poke(r.wake)
+			}
+		}
+	case spool.ExtCancel:
+		if ev.Has(fsnotify.Create) || ev.Has(fsnotify.Write) {
+			d.cancel(job)
+		}
+	case spool.ExtRunning:
+		d.mu.Lock()
+		if ev.Has(fsnotify.Create) {
+			d.running[job] = struct{}{}
+		} else if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
+			delete(d.running, job)
+		}
+		d.mu.Unlock()
+	case spool.ExtDone, spool.ExtFailed, spool.ExtCancelled:
+		if ev.Has(fsnotify.Create) && d.q.parkedChats() > 0 {
+			// Another daemon's run ended: its chat may be free for a job
+			// that waits for it. The result names the chat.
+			st := map[string]spool.State{spool.ExtDone: spool.Done, spool.ExtFailed: spool.Failed, spool.ExtCancelled: spool.Cancelled}[ext]
+			if r, err := d.s.ReadResult(job, st); err == nil && spool.ValidID(r.Chat) {
+				d.q.retry(r.Chat)
+			}
+		}
+	}
+}
+
+func poke(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// enqueue remembers a marker that appeared: one lstat for its time, no
+// directory read.
+func (d *Daemon) enqueue(job string) {
+	if d.q.has(job) {
+		return
+	}
+	fi, err := d.s.Stat(job + spool.ExtReady)
+	if err != nil {
+		return
+	}
+	if !fi.Mode().IsRegular() {
+		d.quarantine(job+spool.ExtReady, fmt.Sprintf("the marker is %s, not a plain file", fi.Mode().Type()))
+		return
+	}
+	d.q.add(&item{job: job, at: fi.ModTime(), content: fi.Size() > 0})
+}
+
+func (d *Daemon) quarantine(name, why string) {
+	dst, err := d.s.Quarantine(name, why)
+	e := d.log.WithFields(logrus.Fields{"worker": d.cfg.Worker, "name": name, "why": why})
+	if err != nil {
+		e.WithError(err).Error("cannot move aside")
+		return
+	}
+	e.WithField("to", spool.CorruptDir+"/"+dst).Warn("moved aside")
+}
+
+// rescan reads the root's names once: at start, after an overflow, as the
+// safety net, and as the poll. It adds the markers not known yet, keeps the
+// set of leases current, hands cancel requests on, and retries every chat
+// that jobs wait for.
+func (d *Daemon) rescan() {
+	jobs, _, err := d.s.Scan()
+	if err != nil {
+		d.log.WithError(err).WithField("worker", d.cfg.Worker).Error("scanning the spool")
+		return
+	}
+	const final = spool.HasDone | spool.HasFailed | spool.HasCancelled
+	running := make(map[string]struct{})
+	for job, f := range jobs {
+		if f&spool.HasRunning != 0 {
+			// Beside a final document too: a crash between the two leaves
+			// both, and recovery removes the lease.
+			running[job] = struct{}{}
+		}
+		if f&final != 0 {
+			continue
+		}
+		if f&spool.HasReady != 0 {
+			d.enqueue(job)
+		}
+		if f&spool.HasCancel != 0 {
+			d.cancel(job)
+		}
+	}
+	d.mu.Lock()
+	d.running = running
+	var mine []*run
+	for _, r := range d.runs {
+		mine = append(mine, r)
+	}
+	d.mu.Unlock()
+	if d.w == nil {
+		// Poll mode: nothing else tells the runs about their events.
+		for _, r := range mine {
+			poke(r.wake)
+			poke(r.answerWake)
+		}
+	}
+	d.q.retryAll()
+}
+
+// cancel hands a cancel request to the run of the job if this daemon runs
+// it; a job that is only queued is claimed and ended cancelled.
+func (d *Daemon) cancel(job string) {
+	d.mu.Lock()
+	r := d.runs[job]
+	_, busy := d.cancelling[job]
+	if r == nil && !busy {
+		if _, err := d.s.Stat(job + spool.ExtReady); err == nil {
+			d.cancelling[job] = struct{}{}
+			busy = false
+		} else {
+			busy = true
+		}
+	}
+	d.mu.Unlock()
+	if r != nil {
+		r.requestCancel()
+		return
+	}
+	if busy {
+		return
+	}
+	d.bg.Add(1)
+	go func() {
+		defer d.bg.Done()
+		d.cancelQueued(job)
+		d.mu.Lock()
+		delete(d.cancelling, job)
+		d.mu.Unlock()
+	}()
+}
+
+func (d *Daemon) lease(chat string) spool.Lease {
+	return spool.Lease{Worker: d.cfg.Worker, Host: d.cfg.Host, PID: d.pid, PIDStart: d.pst, Boot: d.boot,
+		LeaseS: d.cfg.Lease.Seconds(), Chat: chat}
+}
+
+// permanent reports whether an error reading a document will not go away by
+// trying again: the job must end rather than wait.
+func permanent(err error) bool {
+	return errors.Is(err, spool.ErrCorrupt) || errors.Is(err, spool.ErrNotRegular) ||
+		errors.Is(err, spool.ErrTooLarge) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, spool.ErrInvalidID)
+}

@@ -1,0 +1,201 @@
+package spoold
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"syscall"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/vmspool/vmspool/spool"
+)
+
+// MaxBackoff caps the wait of a job queued again after its worker died.
+const MaxBackoff = 5 * time.Minute
+
+// Backoff is how long a job waits before its next attempt, after attempt
+// (1-based) was lost with its worker: 1s, 2s, 4s... up to MaxBackoff.
+func Backoff(attempt int) time.Duration {
+	if attempt < 1 {
+		attempt = 1
+	}
+	if attempt > 20 {
+		return MaxBackoff
+	}
+	d := time.Second << (attempt - 1)
+	if d > MaxBackoff {
+		d = MaxBackoff
+	}
+	return d
+}
+
+// recoverAll judges every lease in the tree that is not this daemon's own
+// run. The set of leases is kept current from events (and rebuilt by each
+// rescan), so a round reads one lease per running job, never the directory.
+func (d *Daemon) recoverAll() {
+	d.mu.Lock()
+	var jobs []string
+	for job := range d.running {
+		if _, mine := d.runs[job]; mine {
+			continue
+		}
+		if _, busy := d.recovering[job]; busy {
+			continue
+		}
+		jobs = append(jobs, job)
+	}
+	d.mu.Unlock()
+	for _, job := range jobs {
+		l, fi, dead := d.judge(job)
+		if !dead {
+			continue
+		}
+		d.mu.Lock()
+		if _, busy := d.recovering[job]; busy {
+			d.mu.Unlock()
+			continue
+		}
+		d.recovering[job] = struct{}{}
+		d.mu.Unlock()
+		d.bg.Add(1)
+		go func() {
+			defer d.bg.Done()
+			d.recoverJob(job, l, fi)
+			d.mu.Lock()
+			delete(d.recovering, job)
+			d.mu.Unlock()
+		}()
+	}
+}
+
+// judge reads a lease and says whether its worker is dead: on this host,
+// its pid is gone or is a newer process (start time, boot id); on any
+// host, its heartbeat is older than its lease. An unreadable lease is a
+// claim in progress while it is fresh, and dead once both its mtime and
+// its ctime are older than the lease (the claim's rename keeps the
+// marker's mtime, but sets the ctime).
+func (d *Daemon) judge(job string) (*spool.Lease, fs.FileInfo, bool) {
+	l, fi, err := d.s.ReadLease(job)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			d.mu.Lock()
+			delete(d.running, job)
+			d.mu.Unlock()
+			return nil, nil, false
+		}
+		if errors.Is(err, spool.ErrCorrupt) && fi != nil {
+			old := time.Since(fi.ModTime()) > d.cfg.Lease
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+				ctime := time.Unix(st.Ctim.Sec, st.Ctim.Nsec)
+				old = old && time.Since(ctime) > d.cfg.Lease
+			}
+			return &spool.Lease{Job: job}, fi, old
+		}
+		return nil, nil, false
+	}
+	if l.Worker == d.cfg.Worker && l.PID == d.pid && l.Host == d.cfg.Host {
+		// Ours: a claim in flight or an ending run. Our heartbeats keep
+		// it, and a hung daemon is judged by the others.
+		return l, fi, false
+	}
+	known, alive := l.Alive(d.cfg.Host, d.boot)
+	length := l.Duration()
+	if length <= 0 {
+		length = d.cfg.Lease
+	}
+	stale := time.Since(fi.ModTime()) > length
+	return l, fi, (known && !alive) || stale
+}
+
+// recoverJob takes over the job of a dead worker: it is queued again by a
+// rename (the lease's mtime set to the backoff first) while attempts
+// remain, or ended failed "worker W died".
+func (d *Daemon) recoverJob(job string, l *spool.Lease, fi fs.FileInfo) {
+	e := d.log.WithFields(logrus.Fields{"job": job, "chat": l.Chat, "worker": d.cfg.Worker, "attempt": l.Attempt, "dead_worker": l.Worker})
+	if f, err := d.s.JobFiles(job); err == nil {
+		if st, _ := f.State(); st.Final() {
+			// A crash between writing the result and removing the lease.
+			if err := d.s.Remove(job + spool.ExtRunning); err == nil {
+				e.WithField("state", st).Info("removed the lease of an ended job")
+			}
+			return
+		}
+	}
+	max := 1
+	chat := l.Chat
+	sp, err := d.s.ReadSpec(job)
+	if err == nil {
+		max, chat = sp.MaxTries(), sp.Chat
+	}
+	e = e.WithField("chat", chat)
+	who := l.Worker
+	if who == "" {
+		who = "(an unfinished claim)"
+	}
+	if l.Tries() < max {
+		wait := Backoff(l.Attempt)
+		ok, err := d.s.Requeue(l, time.Now().Add(wait))
+		if err != nil {
+			e.WithError(err).Error("cannot queue the job again")
+			return
+		}
+		if !ok {
+			return // another daemon acted first
+		}
+		text := fmt.Sprintf("worker %s died; queued again (attempt %d of %d) in %v", who, l.Tries()+1, max, wait)
+		d.note(job, chat, spool.Event{Type: spool.EventWorker, Text: text, Attempt: l.Attempt}, spool.Queued, nil)
+		e.WithField("backoff", wait.String()).Info("recovered: " + text)
+		return
+	}
+	// No attempt left. What the attempt left running on this host ends
+	// first: the result must not exist while its processes still run.
+	if l.Host == d.cfg.Host && d.attemptAlive(job) {
+		d.endAttempt(job, l.PGID, d.cfg.KillGrace)
+	}
+	if cur, _, err := d.s.ReadLease(job); err == nil && !cur.Same(l) {
+		return
+	} else if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	why := fmt.Sprintf("worker %s died", who)
+	d.s.AppendEvent(job, spool.Event{Type: spool.EventWorker, Text: why + "; no attempt left", Worker: d.cfg.Worker, Attempt: l.Attempt})
+	res := &spool.Result{Job: job, Chat: chat, State: spool.Failed, Started: l.Claimed, Attempt: l.Attempt, First: l.First, Worker: l.Worker}
+	res.Error = &why
+	if err := d.s.Finish(res); err != nil {
+		e.WithError(err).Error("cannot write the result")
+		return
+	}
+	d.note(job, chat, spool.Event{}, spool.Failed, &why)
+	e.Info("recovered: " + why + "; ended failed")
+}
+
+// note brings the chat's progress up to date for a job this daemon does not
+// run (recovered, or ended): only if the document is that job's, since a
+// later job of the chat owns it otherwise.
+func (d *Daemon) note(job, chat string, ev spool.Event, st spool.State, errText *string) {
+	if ev.Type != "" {
+		ev.Worker = d.cfg.Worker
+		if _, err := d.s.AppendEvent(job, ev); err != nil {
+			return
+		}
+	}
+	if !spool.ValidID(chat) {
+		return
+	}
+	p, err := d.s.ReadProgress(chat)
+	if err != nil || p.Job != job {
+		return
+	}
+	r := d.s.NewEventReader(job)
+	evs, _ := r.Read()
+	for _, ev := range evs {
+		p.Add(ev)
+	}
+	p.State = st
+	p.Question = nil
+	if st.Final() {
+		p.Done, p.Error = true, errText
+	}
+	d.s.WriteProgress(p)
+}

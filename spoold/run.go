@@ -1,0 +1,668 @@
+package spoold
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/vmspool/vmspool/spool"
+)
+
+// Timing of progress flushes: a burst of events is coalesced into one
+// document at most this often, and a running job's document is rewritten
+// at least every keepalive even when nothing happens.
+const (
+	coalesce  = 20 * time.Millisecond
+	keepalive = 4 * time.Second
+)
+
+// why a run is being ended
+type ending int
+
+const (
+	endNone ending = iota
+	endCancel
+	endTimeout
+	endShutdown
+	endLeaseLost
+)
+
+// run is one attempt of a job that this daemon claimed.
+type run struct {
+	d     *Daemon
+	job   string
+	sp    *spool.Spec
+	lease *spool.Lease
+	log   *logrus.Entry
+
+	wake       chan struct{} // <job>.events grew
+	answerWake chan struct{} // chats/<chat>/ changed
+	cancelCh   chan struct{} // closed by requestCancel
+	cancelOnce sync.Once
+
+	er        *spool.EventReader
+	p         spool.Progress
+	lastFlush time.Time
+	watching  bool            // chats/<chat>/ is watched for an answer
+	answered  map[string]bool // question ids answered by an event we appended
+	pgid      int
+	started   time.Time
+	reason    ending
+	timeout   time.Duration
+}
+
+func (r *run) requestCancel() { r.cancelOnce.Do(func() { close(r.cancelCh) }) }
+
+func (d *Daemon) addRun(r *run) {
+	d.mu.Lock()
+	d.runs[r.job] = r
+	d.mu.Unlock()
+}
+
+func (d *Daemon) removeRun(r *run) {
+	d.mu.Lock()
+	if d.runs[r.job] == r {
+		delete(d.runs, r.job)
+	}
+	if d.chats[r.sp.Chat] == r {
+		delete(d.chats, r.sp.Chat)
+	}
+	d.mu.Unlock()
+	if r.watching && d.w != nil {
+		d.w.Remove(filepath.Join(d.root, spool.ChatDir(r.sp.Chat)))
+	}
+}
+
+// execute runs one claimed attempt to its end, and writes its result and
+// its last progress (in that order: a watcher that sees done can read the
+// result). chatLock is held, and inherited by the job's processes.
+func (d *Daemon) execute(sp *spool.Spec, l *spool.Lease, prev *spool.Lease, chatLock *os.File) {
+	r := &run{
+		d: d, job: l.Job, sp: sp, lease: l,
+		log: d.log.WithFields(logrus.Fields{"job": l.Job, "chat": sp.Chat, "worker": d.cfg.Worker, "attempt": l.Attempt}),
+		wake: make(chan struct{}, 1), answerWake: make(chan struct{}, 1), cancelCh: make(chan struct{}),
+		answered: make(map[string]bool), started: time.Now(),
+	}
+	r.er = d.s.NewEventReader(r.job)
+	r.p = spool.Progress{Job: r.job, Chat: sp.Chat, Started: spool.Stamp(r.started), State: spool.Running,
+		Attempt: l.Attempt, Worker: d.cfg.Worker}
+	r.log.Info("claimed")
+	// Registered before the cancel check, so that a request is either seen
+	// by the check or routed here by its event.
+	d.addRun(r)
+	defer d.removeRun(r)
+
+	if _, err := d.s.Stat(r.job + spool.ExtCancel); err == nil {
+		r.event(spool.Event{Type: spool.EventWorker, Text: "cancel requested before it started"})
+		r.end(spool.Cancelled, nil, "cancelled before it started")
+		return
+	}
+	specLock := r.lockSpec(prev)
+	if specLock == nil {
+		return
+	}
+	r.event(spool.Event{Type: spool.EventStart, Text: fmt.Sprintf("attempt %d started by %s", l.Attempt, d.cfg.Worker)})
+	r.sync()
+
+	var script *os.File
+	if sp.Script != nil {
+		v := d.decide(*sp.Script)
+		if !v.Allowed {
+			specLock.Close()
+			r.event(spool.Event{Type: spool.EventGate, Text: v.Message})
+			r.log.WithField("reason", v.Reason).Warn("gate refused the script")
+			r.end(spool.Failed, nil, v.Message)
+			return
+		}
+	}
+	cmd, err := r.command()
+	if err != nil {
+		specLock.Close()
+		r.end(spool.Failed, nil, err.Error())
+		return
+	}
+	logf, err := d.s.OpenLog(r.job)
+	if err != nil {
+		specLock.Close()
+		r.end(spool.Failed, nil, err.Error())
+		return
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// fd 3 and 4: the spec's and the chat's locks, inherited by every
+	// process the job starts, so that the kernel tells for certain whether
+	// any of them still lives. fd 5: the script, for bash to read.
+	cmd.ExtraFiles = []*os.File{specLock, chatLock}
+	var scriptW *os.File
+	if sp.Script != nil {
+		script, scriptW, err = os.Pipe()
+		if err != nil {
+			specLock.Close()
+			logf.Close()
+			r.end(spool.Failed, nil, fmt.Sprintf("cannot start bash: %v", err))
+			return
+		}
+		cmd.ExtraFiles = append(cmd.ExtraFiles, script)
+	}
+	err = cmd.Start()
+	specLock.Close()
+	logf.Close()
+	if script != nil {
+		script.Close()
+	}
+	if err != nil {
+		if scriptW != nil {
+			scriptW.Close()
+		}
+		r.end(spool.Failed, nil, fmt.Sprintf("cannot start %q: %v", cmd.Args[0], err))
+		return
+	}
+	if scriptW != nil {
+		go func() {
+			scriptW.Write([]byte(*sp.Script))
+			scriptW.Close()
+		}()
+	}
+	r.pgid = cmd.Process.Pid
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	r.lease.PGID = r.pgid
+	if err := d.s.UpdateLease(r.lease); err != nil {
+		r.log.WithError(err).Warn("lease lost at start: stopping the job, writing nothing")
+		r.reason = endLeaseLost
+		signalGroup(r.pgid, syscall.SIGKILL)
+		<-exited
+		d.endAttempt(r.job, r.pgid, d.cfg.KillGrace)
+		return
+	}
+	r.log.WithField("pid", r.pgid).Info("started")
+	r.loop(exited)
+}
+
+// lockSpec takes the spec's lock for the new attempt. If some process of
+// an attempt before still holds it, this waits for it to end, and on this
+// host makes it end: two attempts of one job never run at once. It
+// returns nil when the job must not run (it was ended, or lost).
+func (r *run) lockSpec(prev *spool.Lease) *os.File {
+	d := r.d
+	hb := time.NewTicker(d.cfg.Lease / 3)
+	defer hb.Stop()
+	killed, told := false, false
+	for {
+		f, ok, err := d.s.LockSpec(r.job)
+		if err != nil {
+			r.end(spool.Failed, nil, fmt.Sprintf("cannot lock the spec: %v", err))
+			return nil
+		}
+		if ok {
+			return f
+		}
+		if prev != nil && prev.Host == d.cfg.Host && prev.PGID > 1 && !killed {
+			killed = true
+			r.log.WithField("pgid", prev.PGID).Info("ending the processes left by the attempt before")
+			d.endAttempt(r.job, prev.PGID, d.cfg.KillGrace)
+			continue
+		}
+		if !told {
+			told = true
+			host := "this host"
+			if prev != nil && prev.Host != d.cfg.Host {
+				host = "host " + prev.Host
+			}
+			r.log.WithField("old_host", host).Warn("processes of an attempt before still hold the spec lock; waiting for them to end")
+		}
+		select {
+		case <-hb.C:
+			if err := d.s.Heartbeat(r.lease); err != nil {
+				r.log.WithError(err).Warn("lease lost while waiting: writing nothing")
+				return nil
+			}
+		case <-d.interrupt:
+			r.requeue("interrupted by shutdown before it started", time.Now())
+			return nil
+		case <-r.cancelCh:
+			r.end(spool.Cancelled, nil, "cancelled before it started")
+			return nil
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (d *Daemon) decide(script string) Verdict {
+	if d.cfg.Gate == nil {
+		return Verdict{Reason: "policy", Message: "spoold has no script gate: scripts are refused. Nothing ran."}
+	}
+	return d.cfg.Gate(script)
+}
+
+// command builds the job's process: argv executed directly (never through
+// a shell), a script read by bash from a pipe; a clean environment; its
+// own process group.
+func (r *run) command() (*exec.Cmd, error) {
+	d, sp := r.d, r.sp
+	env := r.env()
+	dir := sp.Cwd
+	if dir == "" {
+		dir = d.cfg.Dir
+	} else if !filepath.IsAbs(dir) {
+		dir = filepath.Join(d.cfg.Dir, dir)
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("cwd %s: no such directory", dir)
+	}
+	var argv []string
+	if sp.Script != nil {
+		// bash reads the script from the pipe on fd 5 (never a file: the
+		// script is written nowhere), and the job's stdin stays /dev/null.
+		argv = []string{"bash", "/dev/fd/5"}
+	} else {
+		argv = sp.Argv
+	}
+	path, err := lookPath(argv[0], getenv(env, "PATH"), dir)
+	if err != nil {
+		return nil, err
+	}
+	if r.timeout = time.Duration(sp.Timeout); d.cfg.MaxTimeout > 0 && (r.timeout == 0 || r.timeout > d.cfg.MaxTimeout) {
+		r.timeout = d.cfg.MaxTimeout
+	}
+	return &exec.Cmd{Path: path, Args: argv, Env: env, Dir: dir,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}, nil
+}
+
+// env is the job's environment: the daemon's base (PATH, HOME, LANG...),
+// then the spec's env, then the SPOOL_* variables, which nothing overrides.
+func (r *run) env() []string {
+	m := make(map[string]string)
+	for _, kv := range r.d.cfg.Env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
+			m[k] = v
+		}
+	}
+	for k, v := range r.sp.Env {
+		m[k] = v
+	}
+	m["SPOOL_DIR"] = r.d.root
+	m["SPOOL_JOB"] = r.job
+	m["SPOOL_CHAT"] = r.sp.Chat
+	m["SPOOL_EVENTS"] = filepath.Join(r.d.root, r.job+spool.ExtEvents)
+	m["SPOOL_ATTEMPT"] = strconv.Itoa(r.lease.Attempt)
+	m["SPOOL_WORKER"] = r.d.cfg.Worker
+	env := make([]string, 0, len(m))
+	for k, v := range m {
+		env = append(env, k+"="+v)
+	}
+	sort.Strings(env)
+	return env
+}
+
+func getenv(env []string, key string) string {
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+// lookPath finds argv[0] the way execvp would with the job's own PATH (not
+// spoold's), relative entries and names with a slash taken relative to the
+// job's cwd.
+func lookPath(name, path, cwd string) (string, error) {
+	exe := func(p string) bool {
+		fi, err := os.Stat(p)
+		return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
+	}
+	if strings.Contains(name, "/") {
+		p := name
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(cwd, p)
+		}
+		if !exe(p) {
+			return "", fmt.Errorf("argv[0] %q: no such executable file (in cwd %s)", name, cwd)
+		}
+		return p, nil
+	}
+	if path == "" {
+		path = "/usr/local/bin:/usr/bin:/bin"
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, name)
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(cwd, p)
+		}
+		if exe(p) {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("argv[0] %q: executable file not found in the job's PATH (%s)", name, path)
+}
+
+// loop waits for the job's end, relaying its events, heartbeating its
+// lease, and ending it on cancel, timeout, shutdown or a lost lease.
+func (r *run) loop(exited <-chan error) {
+	d := r.d
+	hb := time.NewTicker(d.cfg.Lease / 3)
+	defer hb.Stop()
+	keep := time.NewTimer(keepalive)
+	defer keep.Stop()
+	var timeoutC <-chan time.Time
+	if r.timeout > 0 {
+		t := time.NewTimer(r.timeout)
+		defer t.Stop()
+		timeoutC = t.C
+	}
+	var pollC <-chan time.Time
+	if d.cfg.Poll > 0 {
+		t := time.NewTicker(d.cfg.Poll)
+		defer t.Stop()
+		pollC = t.C
+	}
+	var flushT *time.Timer
+	var flushC <-chan time.Time
+	var killT *time.Timer
+	var killC <-chan time.Time
+	defer func() {
+		if flushT != nil {
+			flushT.Stop()
+		}
+		if killT != nil {
+			killT.Stop()
+		}
+	}()
+	cancelC, interrupt, hard := r.cancelCh, d.interrupt, d.hard
+	stop := func(why ending, text string) {
+		if r.reason == endNone {
+			r.reason = why
+			if why != endLeaseLost {
+				r.event(spool.Event{Type: spool.EventWorker, Text: text})
+			}
+			r.log.Info(text)
+		}
+		signalGroup(r.pgid, syscall.SIGTERM)
+		if killT == nil {
+			killT = time.NewTimer(d.cfg.KillGrace)
+			killC = killT.C
+		}
+	}
+	for {
+		select {
+		case err := <-exited:
+			r.exited(err)
+			return
+		case <-r.wake:
+			if wait := coalesce - time.Since(r.lastFlush); wait <= 0 {
+				r.sync()
+			} else if flushC == nil {
+				flushT = time.NewTimer(wait)
+				flushC = flushT.C
+			}
+		case <-flushC:
+			flushC = nil
+			r.sync()
+		case <-keep.C:
+			r.sync()
+		case <-pollC:
+			r.sync()
+			if _, err := d.s.Stat(r.job + spool.ExtCancel); err == nil {
+				r.requestCancel()
+			}
+			r.checkAnswer()
+		case <-r.answerWake:
+			r.checkAnswer()
+		case <-hb.C:
+			if err := d.s.Heartbeat(r.lease); err != nil {
+				if errors.Is(err, spool.ErrLeaseLost) {
+					stop(endLeaseLost, "lease lost: stopping the job, writing nothing")
+				} else {
+					r.log.WithError(err).Warn("heartbeat")
+				}
+			}
+		case <-cancelC:
+			cancelC = nil
+			stop(endCancel, "cancel requested: ending the job")
+		case <-timeoutC:
+			timeoutC = nil
+			stop(endTimeout, "timed out after "+r.timeout.String()+": ending the job")
+		case <-interrupt:
+			interrupt = nil
+			stop(endShutdown, "interrupted by shutdown: ending the job")
+		case <-hard:
+			hard = nil
+			stop(endShutdown, "interrupted by shutdown: ending the job")
+			signalGroup(r.pgid, syscall.SIGKILL)
+		case <-killC:
+			killC = nil
+			signalGroup(r.pgid, syscall.SIGKILL)
+		}
+		// keep is reset by every flush; drain a tick it raced with.
+		if !r.lastFlush.IsZero() {
+			resetTimer(keep, keepalive-time.Since(r.lastFlush))
+		}
+	}
+}
+
+func resetTimer(t *time.Timer, d time.Duration) {
+	if d < time.Millisecond {
+		d = time.Millisecond
+	}
+	t.Reset(d)
+}
+
+// exited ends the attempt once its main process is gone: what it left in
+// its group is ended too (the locks it inherited would otherwise keep the
+// chat busy), and then the result and the last progress are written.
+func (r *run) exited(werr error) {
+	d := r.d
+	if !d.endAttempt(r.job, r.pgid, d.cfg.KillGrace) {
+		r.log.Warn("a process of the job left its group and still holds the spec lock")
+	}
+	var exit *int
+	var ps *os.ProcessState
+	var ee *exec.ExitError
+	if errors.As(werr, &ee) {
+		ps = ee.ProcessState
+	} else if werr == nil {
+		ps = nil
+	}
+	code := 0
+	sig := ""
+	if ps != nil {
+		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			code = 128 + int(ws.Signal())
+			sig = ws.Signal().String()
+		} else {
+			code = ps.ExitCode()
+		}
+	} else if werr != nil {
+		code = -1
+	}
+	exit = &code
+	switch r.reason {
+	case endLeaseLost:
+		r.log.Warn("stopped after losing the lease; the new holder owns the job")
+		return
+	case endShutdown:
+		r.requeue("interrupted by shutdown", time.Now())
+		return
+	case endCancel:
+		r.end(spool.Cancelled, exit, "cancelled")
+		return
+	case endTimeout:
+		r.end(spool.Failed, exit, "timed out after "+r.timeout.String())
+		return
+	}
+	switch {
+	case werr == nil:
+		r.end(spool.Done, exit, "")
+	case sig != "":
+		r.end(spool.Failed, exit, "killed by signal "+sig)
+	case ee != nil:
+		r.end(spool.Failed, exit, fmt.Sprintf("exit status %d", code))
+	default:
+		r.end(spool.Failed, nil, werr.Error())
+	}
+}
+
+// event appends one of spoold's own events to the job's events file, which
+// is the one history of the job; it reaches the progress by the reader.
+func (r *run) event(ev spool.Event) {
+	ev.Worker = r.d.cfg.Worker
+	ev.Attempt = r.lease.Attempt
+	if _, err := r.d.s.AppendEvent(r.job, ev); err != nil {
+		r.log.WithError(err).Warn("cannot append event")
+	}
+}
+
+// sync reads the events appended since the last call into the progress,
+// and flushes it.
+func (r *run) sync() {
+	evs, err := r.er.Read()
+	if err != nil {
+		r.log.WithError(err).Warn("reading events")
+	}
+	for _, ev := range evs {
+		if ev.Type == spool.EventStart {
+			// A new attempt: a question of the one before is not open.
+			r.p.Question = nil
+			if !r.p.Done {
+				r.p.State = spool.Running
+			}
+		}
+		r.p.Add(ev)
+	}
+	r.flush()
+	if r.p.Question != nil && !r.watching {
+		r.watchAnswers()
+		r.checkAnswer()
+	}
+}
+
+func (r *run) flush() {
+	if err := r.d.s.WriteProgress(&r.p); err != nil {
+		r.log.WithError(err).Warn("writing progress")
+	}
+	r.lastFlush = time.Now()
+}
+
+// watchAnswers watches chats/<chat>/ for answer.json while the run lives
+// (the chat's lock file made the directory).
+func (r *run) watchAnswers() {
+	d := r.d
+	r.watching = true
+	d.mu.Lock()
+	d.chats[r.sp.Chat] = r
+	d.mu.Unlock()
+	if d.w != nil {
+		if err := d.w.Add(filepath.Join(d.root, spool.ChatDir(r.sp.Chat))); err != nil {
+			r.log.WithError(err).Warn("cannot watch for answers; checking on every flush")
+		}
+	}
+}
+
+// checkAnswer turns an answer.json that answers the open question into an
+// answer event. An answer to another question (a stale one, or another
+// job's) is left alone.
+func (r *run) checkAnswer() {
+	q := r.p.Question
+	if q == nil || r.answered[q.ID] {
+		return
+	}
+	a, err := r.d.s.ReadAnswer(r.sp.Chat)
+	if err != nil {
+		return
+	}
+	if a.Question != q.ID || (a.Job != "" && a.Job != r.job) {
+		r.log.WithFields(logrus.Fields{"question": q.ID, "answered": a.Question}).Debug("ignoring an answer to another question")
+		return
+	}
+	r.answered[q.ID] = true
+	r.event(spool.Event{Type: spool.EventAnswer, ID: q.ID, Text: a.Answer})
+	r.log.WithField("question", q.ID).Info("answer received")
+	r.sync()
+}
+
+// end writes the attempt's end: an end event, the result (durable), then
+// the last progress with done. The lease is checked first: a run that lost
+// it writes nothing.
+func (r *run) end(st spool.State, exit *int, errText string) {
+	d := r.d
+	if err := d.s.Heartbeat(r.lease); err != nil {
+		r.log.WithError(err).Warn("lease lost before the end: writing nothing")
+		return
+	}
+	text := string(st)
+	if exit != nil {
+		text += fmt.Sprintf(" (exit %d)", *exit)
+	}
+	if errText != "" {
+		text += ": " + firstLine(errText)
+	}
+	r.event(spool.Event{Type: spool.EventEnd, Text: text, Exit: exit, State: st})
+	res := &spool.Result{Job: r.job, Chat: r.sp.Chat, State: st, Exit: exit, Started: spool.Stamp(r.started),
+		Attempt: r.lease.Attempt, First: r.lease.First, Worker: d.cfg.Worker}
+	if errText != "" {
+		res.Error = &errText
+	}
+	if err := d.s.Finish(res); err != nil {
+		r.log.WithError(err).Error("cannot write the result")
+		return
+	}
+	evs, _ := r.er.Read()
+	for _, ev := range evs {
+		r.p.Add(ev)
+	}
+	r.p.State, r.p.Done, r.p.Exit, r.p.Error = st, true, exit, res.Error
+	r.p.Question = nil
+	r.flush()
+	e := r.log.WithFields(logrus.Fields{"state": st, "duration": time.Since(r.started).Round(time.Millisecond).String()})
+	if exit != nil {
+		e = e.WithField("exit", *exit)
+	}
+	if errText != "" {
+		e = e.WithField("error", firstLine(errText))
+	}
+	e.Info("ended")
+}
+
+// requeue puts an interrupted attempt back in the queue if it has attempts
+// left (an interruption counts as an attempt), or ends it failed.
+func (r *run) requeue(why string, notBefore time.Time) {
+	d := r.d
+	max := r.sp.MaxTries()
+	if r.lease.Tries() >= max {
+		r.end(spool.Failed, nil, why)
+		return
+	}
+	text := fmt.Sprintf("%s; queued again (attempt %d of %d)", why, r.lease.Tries()+1, max)
+	r.event(spool.Event{Type: spool.EventWorker, Text: text})
+	evs, _ := r.er.Read()
+	for _, ev := range evs {
+		r.p.Add(ev)
+	}
+	r.p.State, r.p.Question = spool.Queued, nil
+	r.flush()
+	ok, err := d.s.Requeue(r.lease, notBefore)
+	if err != nil || !ok {
+		r.log.WithError(err).Warn("could not queue the job again; recovery will")
+		return
+	}
+	r.log.Info(text)
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
