@@ -200,4 +200,3 @@ func (d *Daemon) cancelQueued(job string) {
 		d.q.retry(chat)
 	}
 }
-

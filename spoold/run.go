@@ -88,7 +88,7 @@ func (d *Daemon) removeRun(r *run) {
 func (d *Daemon) execute(sp *spool.Spec, l *spool.Lease, prev *spool.Lease, chatLock *os.File) {
 	r := &run{
 		d: d, job: l.Job, sp: sp, lease: l,
-		log: d.log.WithFields(logrus.Fields{"job": l.Job, "chat": sp.Chat, "worker": d.cfg.Worker, "attempt": l.Attempt}),
+		log:  d.log.WithFields(logrus.Fields{"job": l.Job, "chat": sp.Chat, "worker": d.cfg.Worker, "attempt": l.Attempt}),
 		wake: make(chan struct{}, 1), answerWake: make(chan struct{}, 1), cancelCh: make(chan struct{}),
 		answered: make(map[string]bool), started: time.Now(),
 	}
