@@ -1,0 +1,407 @@
+package vmgate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/google/renameio/v2"
+	"github.com/sirupsen/logrus"
+)
+
+// The serve layout under $SPOOL_DIR/gate/ (docs/gate.md):
+//
+//	in/<id>.sh        a request: the script, written atomically by the agent's side
+//	out/<id>.json     the verdict, written atomically before anything else happens
+//	out/<id>.log      with a machine: the allowed script's stdout and stderr
+//	out/<id>.exit     with a machine: {"id","exit","started","finished","error"}, written last
+//	done/<id>.sh      the request once its verdict is written (the move is the claim)
+//	corrupt/<name>    a request that is not <id>.sh or cannot be read, with <name>.why
+const (
+	InDir      = "in"
+	OutDir     = "out"
+	DoneDir    = "done"
+	CorruptDir = "corrupt"
+)
+
+// MaxRequest bounds a request's size: a bigger one is moved aside.
+const MaxRequest = 4 << 20
+
+var idRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// ValidID reports whether id follows the spool's id rule.
+func ValidID(id string) bool { return idRE.MatchString(id) }
+
+// Metrics is what the server counts; *ops.GateMetrics fits.
+type Metrics interface {
+	Decision(allowed bool, reason, git string, took time.Duration)
+	RequestError()
+}
+
+// ServerConfig configures Serve. The library reads no flags or
+// environment: cmd/vmgate builds this from its flags.
+type ServerConfig struct {
+	Dir      string   // the gate directory, $SPOOL_DIR/gate
+	Gate     *Gate    // nil: the default gate
+	Machine  *Machine // nil: decide only
+	Log      *logrus.Logger
+	Poll     time.Duration // > 0: poll at this interval instead of inotify (NFS, FUSE)
+	Rescan   time.Duration // safety-net rescan with inotify (default 1m)
+	Parallel int           // allowed scripts run at once (default 2)
+	Timeout  time.Duration // > 0: a run is stopped after this long
+	Grace    time.Duration // on shutdown, runs may finish for this long (default 10s)
+	Metrics  Metrics
+	Ready    func() // called once the watch is set and the first scan is done
+}
+
+// VerdictFile is the document out/<id>.json.
+type VerdictFile struct {
+	ID string `json:"id"`
+	Verdict
+	Decided float64 `json:"decided"` // seconds since the epoch
+	Run     bool    `json:"run"`     // a machine will run it: wait for out/<id>.exit
+}
+
+// ExitFile is the document out/<id>.exit.
+type ExitFile struct {
+	ID       string  `json:"id"`
+	Exit     *int    `json:"exit"` // null when the run's end is not known
+	Started  float64 `json:"started"`
+	Finished float64 `json:"finished"`
+	Error    string  `json:"error,omitempty"`
+}
+
+type server struct {
+	cfg     ServerConfig
+	log     *logrus.Logger
+	runs    sync.WaitGroup
+	slots   chan struct{}
+	runCtx  context.Context
+	stopRun context.CancelFunc
+}
+
+// Serve runs the gate over cfg.Dir until ctx is done. It creates the
+// directories it needs (in/ 0770 so a group may write requests; the others
+// 0750) and returns an error only if it cannot start.
+func Serve(ctx context.Context, cfg ServerConfig) error {
+	if cfg.Gate == nil {
+		cfg.Gate = defaultGate
+	}
+	if cfg.Log == nil {
+		cfg.Log = logrus.New()
+	}
+	if cfg.Parallel <= 0 {
+		cfg.Parallel = 2
+	}
+	if cfg.Rescan <= 0 {
+		cfg.Rescan = time.Minute
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = 10 * time.Second
+	}
+	for _, d := range []struct {
+		name string
+		mode os.FileMode
+	}{{"", 0o750}, {InDir, 0o770}, {OutDir, 0o750}, {DoneDir, 0o750}, {CorruptDir, 0o750}} {
+		p := filepath.Join(cfg.Dir, d.name)
+		if err := os.MkdirAll(p, d.mode); err != nil {
+			return fmt.Errorf("vmgate: gate directory: %w", err)
+		}
+		if fi, err := os.Stat(p); err == nil && fi.Mode().Perm() != d.mode && d.name != "" {
+			// MkdirAll obeys the umask; the modes are part of the layout.
+			_ = os.Chmod(p, d.mode)
+		}
+	}
+	s := &server{cfg: cfg, log: cfg.Log, slots: make(chan struct{}, cfg.Parallel)}
+	s.runCtx, s.stopRun = context.WithCancel(context.Background())
+	defer s.stopRun()
+
+	var events chan fsnotify.Event
+	var errs chan error
+	if cfg.Poll <= 0 {
+		wt, err := fsnotify.NewWatcher()
+		if err != nil {
+			return fmt.Errorf("vmgate: inotify: %w (use --poll)", err)
+		}
+		defer wt.Close()
+		// The watch goes on before the first scan, or requests written in
+		// between would never be seen.
+		if err := wt.Add(filepath.Join(cfg.Dir, InDir)); err != nil {
+			return fmt.Errorf("vmgate: watch %s: %w", filepath.Join(cfg.Dir, InDir), err)
+		}
+		events, errs = wt.Events, wt.Errors
+	}
+	s.recover()
+	s.scan(ctx)
+	if cfg.Ready != nil {
+		cfg.Ready()
+	}
+	every := cfg.Rescan
+	if cfg.Poll > 0 {
+		every = cfg.Poll
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			s.shutdown()
+			return nil
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			// Requests arrive by rename, which inotify reports as Create.
+			if ev.Has(fsnotify.Create) {
+				s.handle(ctx, filepath.Base(ev.Name))
+			}
+		case err, ok := <-errs:
+			// Errors must always be drained: an unread overflow stalls the
+			// watcher for good. On overflow, events were lost: rescan.
+			if !ok {
+				errs = nil
+				continue
+			}
+			if errors.Is(err, fsnotify.ErrEventOverflow) {
+				s.log.Warn("inotify queue overflowed; rescanning")
+			} else {
+				s.log.WithError(err).Warn("inotify")
+			}
+			s.scan(ctx)
+		case <-tick.C:
+			s.scan(ctx)
+		}
+	}
+}
+
+func (s *server) shutdown() {
+	done := make(chan struct{})
+	go func() { s.runs.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(s.cfg.Grace):
+		s.log.Warn("stopping the scripts still running")
+		s.stopRun()
+		<-done
+	}
+}
+
+func (s *server) path(dir, name string) string { return filepath.Join(s.cfg.Dir, dir, name) }
+
+func (s *server) scan(ctx context.Context) {
+	ents, err := os.ReadDir(filepath.Join(s.cfg.Dir, InDir))
+	if err != nil {
+		s.log.WithError(err).Error("scan")
+		return
+	}
+	for _, e := range ents {
+		if ctx.Err() != nil {
+			return
+		}
+		s.handle(ctx, e.Name())
+	}
+}
+
+// recover finds runs a killed daemon left without an end and says so in
+// their out/<id>.exit, so a reader waiting for one is never left waiting.
+func (s *server) recover() {
+	ents, err := os.ReadDir(filepath.Join(s.cfg.Dir, OutDir))
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		id, ok := strings.CutSuffix(e.Name(), ".json")
+		if !ok || strings.HasPrefix(id, ".") || !ValidID(id) {
+			continue
+		}
+		if _, err := os.Stat(s.path(OutDir, id+".exit")); err == nil {
+			continue
+		}
+		if _, err := os.Stat(s.path(DoneDir, id+".sh")); err != nil {
+			continue // still in in/: it never ran, and will be handled
+		}
+		var vf VerdictFile
+		data, err := os.ReadFile(s.path(OutDir, e.Name()))
+		if err != nil || json.Unmarshal(data, &vf) != nil || !vf.Run {
+			continue
+		}
+		now := epoch(time.Now())
+		s.writeJSON(OutDir, id+".exit", ExitFile{ID: id, Started: now, Finished: now, Error: "vmgate stopped while the script ran; it may have run in part"})
+	}
+}
+
+func (s *server) handle(ctx context.Context, name string) {
+	if strings.HasPrefix(name, ".") {
+		return // temporaries (renameio's, mv's) are never read
+	}
+	id, ok := strings.CutSuffix(name, ".sh")
+	if !ok || !ValidID(id) {
+		s.aside(name, "not a request: the name must be <id>.sh with id matching ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+		return
+	}
+	src := s.path(InDir, name)
+	fi, err := os.Lstat(src)
+	if errors.Is(err, fs.ErrNotExist) {
+		return // taken by another daemon, or a repeated event
+	}
+	if err != nil || !fi.Mode().IsRegular() {
+		s.aside(name, "not a regular file")
+		return
+	}
+	if fi.Size() > MaxRequest {
+		s.aside(name, fmt.Sprintf("larger than %d bytes", MaxRequest))
+		return
+	}
+	data, err := os.ReadFile(src)
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	if err != nil {
+		s.aside(name, "cannot be read: "+err.Error())
+		return
+	}
+	began := time.Now()
+	var vf VerdictFile
+	if old, err := os.ReadFile(s.path(OutDir, id+".json")); err == nil && json.Unmarshal(old, &vf) == nil && vf.ID == id {
+		// A daemon died after the verdict and before the move: the
+		// decision stands; it is not made twice.
+	} else {
+		vf = VerdictFile{ID: id, Verdict: s.cfg.Gate.Check(string(data)), Decided: epoch(time.Now())}
+		vf.Run = vf.Allowed && s.cfg.Machine != nil
+		if err := s.writeJSON(OutDir, id+".json", vf); err != nil {
+			s.log.WithError(err).WithField("id", id).Error("cannot write the verdict; the request stays for a retry")
+			s.metricsError()
+			return
+		}
+	}
+	reason, git := "", ""
+	if vf.Reason != nil {
+		reason = *vf.Reason
+	}
+	if vf.Git != nil {
+		git = *vf.Git
+	}
+	// The move is the claim: of two daemons deciding the same request,
+	// only the one whose rename succeeds runs it.
+	if err := os.Rename(src, s.path(DoneDir, name)); err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			s.log.WithError(err).WithField("id", id).Error("cannot move the request to done/")
+		}
+		return
+	}
+	syncDir(filepath.Join(s.cfg.Dir, DoneDir))
+	s.log.WithFields(logrus.Fields{"id": id, "allowed": vf.Allowed, "reason": reason, "git": git}).Info("verdict")
+	if s.cfg.Metrics != nil {
+		s.cfg.Metrics.Decision(vf.Allowed, reason, git, time.Since(began))
+	}
+	if vf.Run {
+		s.runs.Add(1)
+		go s.run(id, string(data))
+	}
+}
+
+func (s *server) metricsError() {
+	if s.cfg.Metrics != nil {
+		s.cfg.Metrics.RequestError()
+	}
+}
+
+func (s *server) run(id, script string) {
+	defer s.runs.Done()
+	s.slots <- struct{}{}
+	defer func() { <-s.slots }()
+	ctx := s.runCtx
+	if s.cfg.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.cfg.Timeout)
+		defer cancel()
+	}
+	ef := ExitFile{ID: id, Started: epoch(time.Now())}
+	out, err := os.OpenFile(s.path(OutDir, id+".log"), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o640)
+	if err != nil {
+		ef.Error = "cannot open the log: " + err.Error()
+	} else {
+		code, err := s.cfg.Machine.Run(ctx, script, nil, out, out)
+		out.Close()
+		ef.Exit = &code
+		switch {
+		case err != nil:
+			ef.Error = "cannot start the machine's shell: " + err.Error()
+		case ctx.Err() == context.DeadlineExceeded:
+			ef.Error = "stopped after " + s.cfg.Timeout.String()
+		case s.runCtx.Err() != nil:
+			ef.Error = "stopped: vmgate was shutting down"
+		}
+	}
+	ef.Finished = epoch(time.Now())
+	if err := s.writeJSON(OutDir, id+".exit", ef); err != nil {
+		s.log.WithError(err).WithField("id", id).Error("cannot write the exit")
+	}
+	l := s.log.WithField("id", id)
+	if ef.Exit != nil {
+		l = l.WithField("exit", *ef.Exit)
+	}
+	l.Info("ran")
+}
+
+// aside moves a request that cannot be one to corrupt/, with the reason
+// beside it, so that it is neither lost nor read again.
+func (s *server) aside(name, why string) {
+	src := s.path(InDir, name)
+	if _, err := os.Lstat(src); err != nil {
+		return
+	}
+	dst := s.path(CorruptDir, name)
+	if _, err := os.Lstat(dst); err == nil {
+		dst = s.path(CorruptDir, fmt.Sprintf("%s.%d", name, time.Now().UnixNano()))
+	}
+	if err := os.Rename(src, dst); err != nil {
+		s.log.WithError(err).WithField("name", name).Error("cannot move a bad request aside")
+		return
+	}
+	_ = os.WriteFile(dst+".why", []byte(why+"\n"), 0o640)
+	s.log.WithFields(logrus.Fields{"name": name, "why": why}).Warn("request moved to corrupt/")
+	s.metricsError()
+}
+
+func (s *server) writeJSON(dir, name string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	d := filepath.Join(s.cfg.Dir, dir)
+	pf, err := renameio.NewPendingFile(filepath.Join(d, name), renameio.WithTempDir(d), renameio.WithStaticPermissions(0o640))
+	if err != nil {
+		return err
+	}
+	defer pf.Cleanup()
+	if _, err := pf.Write(append(data, '\n')); err != nil {
+		return err
+	}
+	if err := pf.CloseAtomicallyReplace(); err != nil {
+		return err
+	}
+	syncDir(d)
+	return nil
+}
+
+// syncDir makes a rename in dir survive power loss; renameio syncs the
+// file, not the directory.
+func syncDir(dir string) {
+	if f, err := os.Open(dir); err == nil {
+		_ = f.Sync()
+		f.Close()
+	}
+}
+
+func epoch(t time.Time) float64 { return float64(t.UnixMilli()) / 1000 }
