@@ -42,9 +42,23 @@ bench: build
 demo: build
 	@./scripts/demo.sh
 
+# The binaries, the systemd units (their /usr/local paths rewritten to
+# PREFIX), sysusers and tmpfiles under PREFIX/lib, cron and logrotate under
+# SYSCONFDIR, and docs/operations.md (docs/operations.md says what goes where).
+SYSCONFDIR ?= /etc
+LIBDIR      = $(DESTDIR)$(PREFIX)/lib
 install: build
-	install -d $(BINDIR)
+	install -d $(BINDIR) $(LIBDIR)/systemd/system $(LIBDIR)/sysusers.d $(LIBDIR)/tmpfiles.d \
+		$(DESTDIR)$(SYSCONFDIR)/cron.d $(DESTDIR)$(SYSCONFDIR)/logrotate.d $(DESTDIR)$(PREFIX)/share/doc/vmspool
 	install -m 0755 $(addprefix bin/,$(BINS)) $(BINDIR)/
+	for u in dist/systemd/*.service; do \
+		sed 's|/usr/local/|$(PREFIX)/|g' $$u > $(LIBDIR)/systemd/system/$${u##*/} && \
+		chmod 0644 $(LIBDIR)/systemd/system/$${u##*/} || exit 1; done
+	install -m 0644 dist/sysusers.d/vmspool.conf $(LIBDIR)/sysusers.d/vmspool.conf
+	install -m 0644 dist/tmpfiles.d/vmspool.conf $(LIBDIR)/tmpfiles.d/vmspool.conf
+	install -m 0644 dist/cron/vmspool $(DESTDIR)$(SYSCONFDIR)/cron.d/vmspool
+	install -m 0644 dist/logrotate/vmspool $(DESTDIR)$(SYSCONFDIR)/logrotate.d/vmspool
+	install -m 0644 docs/operations.md $(DESTDIR)$(PREFIX)/share/doc/vmspool/operations.md
 
 clean:
 	rm -rf bin var
