@@ -240,6 +240,10 @@ func (e *expander) lit(s string, quoted, first bool) {
 // addValue adds a known value: split into fields when unquoted.
 func (e *expander) addValue(v string, quoted bool) {
 	e.started = true
+	if len(e.cur)+len(v) > 4*maxValue || len(e.out) > maxList {
+		e.mark("") // too big to follow: unknown
+		return
+	}
 	if quoted || !e.split {
 		e.cur = append(e.cur, v...)
 		return

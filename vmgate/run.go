@@ -96,7 +96,10 @@ func (w *walker) exec(argv []field, c *callCtx) {
 		w.wrapped(args, i, ok, &inner)
 	case "timeout":
 		i, ok := skipOpts(args, optSpec{short: "sk", long: []string{"signal", "kill-after"}})
-		w.wrapped(args, i+1, ok, &inner) // the duration, then the command
+		if ok {
+			i++ // the duration, then the command
+		}
+		w.wrapped(args, i, ok, &inner)
 	case "stdbuf":
 		i, ok := skipOpts(args, optSpec{short: "ioe", long: []string{"input", "output", "error"}})
 		w.wrapped(args, i, ok, &inner)
@@ -115,14 +118,20 @@ func (w *walker) exec(argv []field, c *callCtx) {
 				return
 			}
 		}
-		w.wrapped(args, i+1, ok, &inner)
+		if ok {
+			i++ // the mask
+		}
+		w.wrapped(args, i, ok, &inner)
 	case "chroot":
 		i, ok := skipOpts(args, optSpec{long: []string{"userspec", "groups"}})
 		if ok && i+1 >= len(args) {
 			w.stdinShell(c) // chroot DIR alone starts a shell
 			return
 		}
-		w.wrapped(args, i+1, ok, &inner)
+		if ok {
+			i++ // the new root
+		}
+		w.wrapped(args, i, ok, &inner)
 	case "flock":
 		w.flock(args, &inner)
 	case "xargs":
@@ -208,7 +217,9 @@ func joinFields(fs []field) field {
 	for i, f := range fs {
 		parts[i] = f.s
 		out.dyn = out.dyn || f.dyn
-		out.hint += f.hint
+		if len(out.hint) < 256 {
+			out.hint += f.hint
+		}
 	}
 	out.s = strings.Join(parts, " ")
 	return out
@@ -243,6 +254,9 @@ var standalone = map[string]bool{"rm": true, "mv": true, "init": true, "apply": 
 // dynamicCommand applies the undecidable rule to a command word whose
 // value is only known at run time.
 func (w *walker) dynamicCommand(argv []field, c *callCtx) {
+	if len(argv) == 0 {
+		return
+	}
 	head := argv[0]
 	if head.param == "SHELL" || head.param == "BASH" {
 		w.shell(argv[1:], c)
@@ -311,6 +325,7 @@ func skipOpts(args []field, sp optSpec) (int, bool) {
 // wrapped runs args[i:] as a command; a dynamic word among the wrapper's
 // options is judged as a dynamic command word.
 func (w *walker) wrapped(args []field, i int, ok bool, c *callCtx) {
+	i = min(i, len(args))
 	if !ok {
 		w.dynamicCommand(args[i:], c)
 		return
@@ -505,6 +520,10 @@ func (w *walker) alias(v value, c *callCtx) {
 }
 
 func (w *walker) set(args []field) {
+	if len(args) > maxList {
+		w.pos, w.posKnown = nil, false
+		return
+	}
 	for i, a := range args {
 		if a.s == "--" {
 			w.pos, w.posKnown = slices.Clone(args[i+1:]), true

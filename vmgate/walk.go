@@ -314,7 +314,17 @@ func slicesEqual(a, b []string) bool {
 	return true
 }
 
+// maxValue and maxList bound what the gate keeps of a variable: a value
+// that doubles at each line (a=$a$a) must not take the memory with it.
+const (
+	maxValue = 1 << 16
+	maxList  = 1024
+)
+
 func (w *walker) setVar(name string, v value) {
+	if len(v.s) > maxValue || len(v.list) > maxList || len(v.hint) > maxValue {
+		v = value{}
+	}
 	if w.vars == nil {
 		w.vars = map[string]value{}
 	}
