@@ -1,0 +1,250 @@
+package vmgate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// submit writes a request the way the agent's side must: a dot-temporary
+// renamed into in/.
+func submit(t *testing.T, dir, id, script string) {
+	t.Helper()
+	tmp := filepath.Join(dir, InDir, "."+id+".tmp")
+	if err := os.WriteFile(tmp, []byte(script), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, InDir, id+".sh")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitFile(t *testing.T, path string) []byte {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if data, err := os.ReadFile(path); err == nil {
+			return data
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("%s never appeared", path)
+	return nil
+}
+
+type serving struct {
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func startServe(t *testing.T, cfg ServerConfig) *serving {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	lg := logrus.New()
+	lg.SetOutput(io.Discard)
+	cfg.Log = lg
+	ready := make(chan struct{})
+	cfg.Ready = func() { close(ready) }
+	s := &serving{cancel: cancel, done: make(chan error, 1)}
+	go func() { s.done <- Serve(ctx, cfg) }()
+	select {
+	case <-ready:
+	case err := <-s.done:
+		t.Fatalf("Serve: %v", err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve never became ready")
+	}
+	t.Cleanup(func() { s.stop(t) })
+	return s
+}
+
+func (s *serving) stop(t *testing.T) {
+	s.cancel()
+	select {
+	case err := <-s.done:
+		if err != nil {
+			t.Errorf("Serve returned %v", err)
+		}
+		s.done <- nil
+	case <-time.After(15 * time.Second):
+		t.Error("Serve did not stop")
+	}
+}
+
+
+func TestServeDecidesAndRuns(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "gate")
+	started := filepath.Join(t.TempDir(), "started")
+	// The fake machine records every script it is fed, then runs it.
+	m := &Machine{Command: "tee -a " + started + " | sh -s"}
+	startServe(t, ServerConfig{Dir: dir, Machine: m})
+
+	submit(t, dir, "ok-1", "echo hello from the machine; exit 3\n")
+	submit(t, dir, "bad-1", "cd /mnt/project && git add -A && git status --short\n")
+
+	var ok VerdictFile
+	if err := json.Unmarshal(waitFile(t, filepath.Join(dir, OutDir, "ok-1.json")), &ok); err != nil {
+		t.Fatal(err)
+	}
+	if !ok.Allowed || !ok.Run || ok.ID != "ok-1" {
+		t.Errorf("ok-1 verdict = %+v", ok)
+	}
+	var ef ExitFile
+	if err := json.Unmarshal(waitFile(t, filepath.Join(dir, OutDir, "ok-1.exit")), &ef); err != nil {
+		t.Fatal(err)
+	}
+	if ef.Exit == nil || *ef.Exit != 3 || ef.Error != "" {
+		t.Errorf("ok-1 exit = %+v", ef)
+	}
+	if out, _ := os.ReadFile(filepath.Join(dir, OutDir, "ok-1.log")); string(out) != "hello from the machine\n" {
+		t.Errorf("ok-1 log = %q", out)
+	}
+
+	var bad VerdictFile
+	if err := json.Unmarshal(waitFile(t, filepath.Join(dir, OutDir, "bad-1.json")), &bad); err != nil {
+		t.Fatal(err)
+	}
+	if bad.Allowed || bad.Run || *bad.Git != "add" || *bad.Reason != "git-write" {
+		t.Errorf("bad-1 verdict = %+v", bad)
+	}
+	// The refused script never reached the machine.
+	time.Sleep(50 * time.Millisecond)
+	if _, err := os.Stat(filepath.Join(dir, OutDir, "bad-1.exit")); err == nil {
+		t.Error("a refused request has an exit file")
+	}
+	if fed, err := os.ReadFile(started); err != nil || strings.Contains(string(fed), "git add") || !strings.Contains(string(fed), "hello") {
+		t.Errorf("the machine was fed %q (%v), want only the allowed script", fed, err)
+	}
+	for _, id := range []string{"ok-1", "bad-1"} {
+		waitFile(t, filepath.Join(dir, DoneDir, id+".sh"))
+		if _, err := os.Stat(filepath.Join(dir, InDir, id+".sh")); err == nil {
+			t.Errorf("%s still in in/", id)
+		}
+	}
+	for _, p := range []string{"", InDir, OutDir, DoneDir, CorruptDir} {
+		fi, err := os.Stat(filepath.Join(dir, p))
+		want := os.FileMode(0o750)
+		if p == InDir {
+			want = 0o770
+		}
+		if err != nil || fi.Mode().Perm() != want {
+			t.Errorf("%s/: mode %v, want %v (%v)", p, fi.Mode().Perm(), want, err)
+		}
+	}
+	if fi, _ := os.Stat(filepath.Join(dir, OutDir, "ok-1.json")); fi.Mode().Perm() != 0o640 {
+		t.Errorf("verdict mode %v, want 0640", fi.Mode().Perm())
+	}
+}
+
+func TestServeBadNamesGoAside(t *testing.T) {
+	dir := t.TempDir()
+	startServe(t, ServerConfig{Dir: dir})
+	for _, name := range []string{"bad name.sh", "no-suffix", "-leading.sh"} {
+		if err := os.WriteFile(filepath.Join(dir, InDir, name), []byte("ls"), 0o640); err != nil {
+			t.Fatal(err)
+		}
+		why := waitFile(t, filepath.Join(dir, CorruptDir, name+".why"))
+		if !strings.Contains(string(why), "id") {
+			t.Errorf("%s: why = %q", name, why)
+		}
+	}
+	// Temporaries are never read.
+	if err := os.WriteFile(filepath.Join(dir, InDir, ".x.sh"), []byte("git push"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	submit(t, dir, "after", "ls")
+	waitFile(t, filepath.Join(dir, OutDir, "after.json"))
+	if _, err := os.Stat(filepath.Join(dir, InDir, ".x.sh")); err != nil {
+		t.Error("a temporary was touched")
+	}
+}
+
+func TestServeRestart(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{InDir, OutDir, DoneDir} {
+		os.MkdirAll(filepath.Join(dir, d), 0o750)
+	}
+	// A daemon died after writing a verdict and before the move: the
+	// decision is not made again.
+	old := VerdictFile{ID: "r1", Verdict: Verdict{Allowed: true}, Decided: 42}
+	data, _ := json.Marshal(old)
+	os.WriteFile(filepath.Join(dir, OutDir, "r1.json"), data, 0o640)
+	os.WriteFile(filepath.Join(dir, InDir, "r1.sh"), []byte("ls"), 0o640)
+	// A daemon died while a script ran: the reader is told.
+	run := VerdictFile{ID: "r2", Verdict: Verdict{Allowed: true}, Decided: 43, Run: true}
+	data, _ = json.Marshal(run)
+	os.WriteFile(filepath.Join(dir, OutDir, "r2.json"), data, 0o640)
+	os.WriteFile(filepath.Join(dir, DoneDir, "r2.sh"), []byte("sleep 100"), 0o640)
+	// Requests written while no daemon ran are decided at start.
+	os.WriteFile(filepath.Join(dir, InDir, "r3.sh"), []byte("git push"), 0o640)
+
+	startServe(t, ServerConfig{Dir: dir, Poll: 20 * time.Millisecond})
+	waitFile(t, filepath.Join(dir, DoneDir, "r1.sh"))
+	var got VerdictFile
+	json.Unmarshal(waitFile(t, filepath.Join(dir, OutDir, "r1.json")), &got)
+	if got.Decided != 42 {
+		t.Errorf("r1 decided again: %+v", got)
+	}
+	var ef ExitFile
+	json.Unmarshal(waitFile(t, filepath.Join(dir, OutDir, "r2.exit")), &ef)
+	if ef.Exit != nil || !strings.Contains(ef.Error, "stopped") {
+		t.Errorf("r2 exit = %+v", ef)
+	}
+	json.Unmarshal(waitFile(t, filepath.Join(dir, OutDir, "r3.json")), &got)
+	if got.Allowed || *got.Git != "push" {
+		t.Errorf("r3 = %+v", got)
+	}
+	// Poll mode sees new requests too.
+	submit(t, dir, "r4", "git log")
+	json.Unmarshal(waitFile(t, filepath.Join(dir, OutDir, "r4.json")), &got)
+	if !got.Allowed {
+		t.Errorf("r4 = %+v", got)
+	}
+}
+
+func TestServeStopsRunsOnShutdown(t *testing.T) {
+	dir := t.TempDir()
+	s := startServe(t, ServerConfig{Dir: dir, Machine: &Machine{Command: "sh -s"}, Grace: 100 * time.Millisecond})
+	submit(t, dir, "long", "sleep 30")
+	waitFile(t, filepath.Join(dir, DoneDir, "long.sh"))
+	time.Sleep(100 * time.Millisecond)
+	began := time.Now()
+	s.stop(t)
+	if time.Since(began) > 5*time.Second {
+		t.Errorf("shutdown took %v", time.Since(began))
+	}
+	var ef ExitFile
+	json.Unmarshal(waitFile(t, filepath.Join(dir, OutDir, "long.exit")), &ef)
+	if !strings.Contains(ef.Error, "shutting down") {
+		t.Errorf("exit = %+v", ef)
+	}
+}
+
+func TestMachineRun(t *testing.T) {
+	var out bytes.Buffer
+	code, err := Machine{Shell: "sh"}.Run(context.Background(), "echo $0-ok; exit 7", nil, &out, &out)
+	if err != nil || code != 7 || out.String() != "sh-ok\n" {
+		t.Errorf("Run = %d, %v, %q", code, err, out.String())
+	}
+	out.Reset()
+	code, err = Machine{Command: "cat >/dev/null; echo fed"}.Run(context.Background(), "ignored", nil, &out, &out)
+	if err != nil || code != 0 || out.String() != "fed\n" {
+		t.Errorf("Run = %d, %v, %q", code, err, out.String())
+	}
+	code, err = Machine{Shell: "/nonexistent/shell"}.Run(context.Background(), "true", nil, &out, &out)
+	if err == nil || code != ExitNotStarted {
+		t.Errorf("Run with a missing shell = %d, %v", code, err)
+	}
+	code, _ = Machine{Shell: "sh"}.Run(context.Background(), "kill -9 $$", nil, &out, &out)
+	if code != 128+9 {
+		t.Errorf("killed run = %d, want 137", code)
+	}
+}
