@@ -79,7 +79,6 @@ func (s *serving) stop(t *testing.T) {
 	}
 }
 
-
 func TestServeDecidesAndRuns(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "gate")
 	started := filepath.Join(t.TempDir(), "started")
