@@ -61,6 +61,7 @@ type ServerConfig struct {
 	Grace    time.Duration // on shutdown, runs may finish for this long (default 10s)
 	Metrics  Metrics
 	Ready    func() // called once the watch is set and the first scan is done
+	Beat     func() // called each time the loop goes round, at least every 5s (a watchdog's pulse)
 }
 
 // VerdictFile is the document out/<id>.json.
@@ -151,8 +152,16 @@ func Serve(ctx context.Context, cfg ServerConfig) error {
 	}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
+	// The heartbeat shows a watchdog that the loop is not stuck, even when
+	// no request comes.
+	heart := time.NewTicker(5 * time.Second)
+	defer heart.Stop()
 	for {
+		if cfg.Beat != nil {
+			cfg.Beat()
+		}
 		select {
+		case <-heart.C:
 		case <-ctx.Done():
 			s.shutdown()
 			return nil

@@ -285,7 +285,7 @@ func serve(args []string, stdout, stderr io.Writer) (int, error) {
 	timeout := c.fs.Duration("timeout", 0, "stop a run after this long (0: never)")
 	grace := c.fs.Duration("grace", 10*time.Second, "on SIGTERM, how long running scripts may finish")
 	level := c.fs.String("log-level", "info", "debug, info, warn or error")
-	metrics := c.fs.String("metrics", "", "serve Prometheus /metrics on this address (e.g. 127.0.0.1:9391)")
+	metrics := c.fs.String("metrics-listen", "", "serve Prometheus /metrics on this address (e.g. 127.0.0.1:8378); empty: off")
 	operands, err := c.parse(args)
 	if errors.Is(err, flag.ErrHelp) {
 		return cli.ExitOK, nil
@@ -340,6 +340,19 @@ func serve(args []string, stdout, stderr io.Writer) (int, error) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	go func() { <-ctx.Done(); _ = notifier.Stopping() }()
+	// The watchdog is pinged only while the loop goes round and the gate
+	// directory answers: a stuck daemon is restarted, not kept alive.
+	pulse := &ops.Pulse{}
+	cfg.Beat = pulse.Beat
+	alive, dirOK := pulse.Within(30*time.Second), ops.DirHealth(dir)
+	if _, err := notifier.StartWatchdog(ctx, func() error {
+		if err := alive(); err != nil {
+			return err
+		}
+		return dirOK()
+	}); err != nil {
+		log.WithError(err).Warn("no watchdog")
+	}
 	if err := vmgate.Serve(ctx, cfg); err != nil {
 		return cli.ExitFail, errors.New(strings.TrimPrefix(err.Error(), "vmgate: "))
 	}
