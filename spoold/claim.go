@@ -98,7 +98,7 @@ func (d *Daemon) endOrphansOf(job string) {
 	}
 	e := d.log.WithFields(logrus.Fields{"job": job, "chat": prev.Chat, "worker": d.cfg.Worker, "attempt": prev.Attempt,
 		"old_worker": prev.Worker, "pgid": prev.PGID})
-	if d.endAttempt(job, prev.PGID, d.cfg.KillGrace) {
+	if d.endAttempt(job, prev.Chat, prev.PGID, d.cfg.KillGrace) {
 		e.Info("ended the processes left by the attempt before")
 	} else {
 		e.Warn("processes of the attempt before still hold the spec lock")
@@ -176,7 +176,7 @@ func (d *Daemon) cancelQueued(job string) {
 	}
 	e := d.log.WithFields(logrus.Fields{"job": job, "chat": chat, "worker": d.cfg.Worker, "attempt": lease.Attempt})
 	if prev != nil && prev.Host == d.cfg.Host {
-		d.endAttempt(job, prev.PGID, d.cfg.KillGrace)
+		d.endAttempt(job, chat, prev.PGID, d.cfg.KillGrace)
 	}
 	end, _ := d.s.AppendEvent(job, spool.Event{Type: spool.EventEnd, Text: "cancelled before it started", State: spool.Cancelled, Worker: d.cfg.Worker, Attempt: lease.Attempt})
 	res := &spool.Result{Job: job, Chat: chat, State: spool.Cancelled, Attempt: lease.Attempt, First: lease.First, Worker: d.cfg.Worker, Started: lease.Claimed}

@@ -2,8 +2,12 @@ package spoold
 
 import (
 	"errors"
+	"os"
+	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/vmspool/vmspool/spool"
 )
 
 // signalGroup sends sig to every process of the group pgid. A group that is
@@ -29,25 +33,79 @@ func (d *Daemon) attemptAlive(job string) bool {
 	return err == nil && held
 }
 
-// endAttempt ends what is left of an attempt of job in process group pgid:
-// SIGTERM to the group, SIGKILL after the kill grace, and waits until no
-// process holds the spec lock. It returns false if some process still
-// holds it after that (one that left the group, or pgid unknown), which
-// the caller must treat as still running.
-func (d *Daemon) endAttempt(job string, pgid int, grace time.Duration) bool {
+// endAttempt ends what is left of an attempt of job: SIGTERM, SIGKILL
+// after the grace, and waits until no process holds the spec lock. The
+// processes are the group pgid (the lease's) and every process found
+// holding the attempt's descriptors (see holders), which covers a lease
+// written before its pgid was and a process that left the group. It
+// returns false if some process still holds the lock after all that,
+// which the caller must treat as still running.
+func (d *Daemon) endAttempt(job, chat string, pgid int, grace time.Duration) bool {
 	if !d.attemptAlive(job) {
 		return true
 	}
-	if pgid > 1 {
-		signalGroup(pgid, syscall.SIGTERM)
+	signal := func(sig syscall.Signal) {
+		if pgid > 1 {
+			signalGroup(pgid, sig)
+		}
+		for _, h := range d.holders(job, chat) {
+			if h.pgid > 1 && h.pgid != pgid && h.pgid != syscall.Getpgrp() {
+				signalGroup(h.pgid, sig)
+			}
+			syscall.Kill(h.pid, sig)
+		}
 	}
+	signal(syscall.SIGTERM)
 	if waitFree(d, job, grace) {
 		return true
 	}
-	if pgid > 1 {
-		signalGroup(pgid, syscall.SIGKILL)
-	}
+	signal(syscall.SIGKILL)
 	return waitFree(d, job, 2*time.Second)
+}
+
+type holder struct{ pid, pgid int }
+
+// holders finds the processes of an attempt of job by what they inherited
+// from spoold: the spec's lock as fd 3 and the chat's lock as fd 4. Both
+// together are a fingerprint no reader of the spec has. It reads /proc,
+// so it is only called when an attempt must be ended.
+func (d *Daemon) holders(job, chat string) []holder {
+	spec, err := d.s.Stat(job + spool.ExtSpec)
+	if err != nil {
+		return nil
+	}
+	var lock os.FileInfo
+	if spool.ValidID(chat) {
+		lock, _ = d.s.Stat(spool.ChatDir(chat) + "/" + spool.LockFile)
+	}
+	dir, err := os.Open("/proc")
+	if err != nil {
+		return nil
+	}
+	names, _ := dir.Readdirnames(-1)
+	dir.Close()
+	var out []holder
+	for _, n := range names {
+		pid, err := strconv.Atoi(n)
+		if err != nil || pid == d.pid {
+			continue
+		}
+		fi, err := os.Stat("/proc/" + n + "/fd/3")
+		if err != nil || !os.SameFile(fi, spec) {
+			continue
+		}
+		if lock != nil {
+			if fi, err := os.Stat("/proc/" + n + "/fd/4"); err != nil || !os.SameFile(fi, lock) {
+				continue
+			}
+		}
+		pgid, err := syscall.Getpgid(pid)
+		if err != nil {
+			continue
+		}
+		out = append(out, holder{pid, pgid})
+	}
+	return out
 }
 
 func waitFree(d *Daemon, job string, limit time.Duration) bool {

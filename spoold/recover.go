@@ -151,7 +151,7 @@ func (d *Daemon) recoverJob(job string, l *spool.Lease, fi fs.FileInfo) {
 	// No attempt left. What the attempt left running on this host ends
 	// first: the result must not exist while its processes still run.
 	if l.Host == d.cfg.Host && d.attemptAlive(job) {
-		d.endAttempt(job, l.PGID, d.cfg.KillGrace)
+		d.endAttempt(job, chat, l.PGID, d.cfg.KillGrace)
 	}
 	if cur, _, err := d.s.ReadLease(job); err == nil && !cur.Same(l) {
 		return

@@ -180,7 +180,7 @@ func (d *Daemon) execute(sp *spool.Spec, l *spool.Lease, prev *spool.Lease, chat
 		r.reason = endLeaseLost
 		signalGroup(r.pgid, syscall.SIGKILL)
 		<-exited
-		d.endAttempt(r.job, r.pgid, d.cfg.KillGrace)
+		d.endAttempt(r.job, r.sp.Chat, r.pgid, d.cfg.KillGrace)
 		return
 	}
 	r.log.WithField("pid", r.pgid).Info("started")
@@ -205,10 +205,10 @@ func (r *run) lockSpec(prev *spool.Lease) *os.File {
 		if ok {
 			return f
 		}
-		if prev != nil && prev.Host == d.cfg.Host && prev.PGID > 1 && !killed {
+		if prev != nil && prev.Host == d.cfg.Host && !killed {
 			killed = true
 			r.log.WithField("pgid", prev.PGID).Info("ending the processes left by the attempt before")
-			d.endAttempt(r.job, prev.PGID, d.cfg.KillGrace)
+			d.endAttempt(r.job, r.sp.Chat, prev.PGID, d.cfg.KillGrace)
 			continue
 		}
 		if !told {
@@ -464,7 +464,7 @@ func resetTimer(t *time.Timer, d time.Duration) {
 // chat busy), and then the result and the last progress are written.
 func (r *run) exited(werr error) {
 	d := r.d
-	if !d.endAttempt(r.job, r.pgid, d.cfg.KillGrace) {
+	if !d.endAttempt(r.job, r.sp.Chat, r.pgid, d.cfg.KillGrace) {
 		r.log.Warn("a process of the job left its group and still holds the spec lock")
 	}
 	var exit *int

@@ -1,0 +1,718 @@
+package tests
+
+// The daemon's stories, each with the real binaries in separate processes:
+// spoold claims and runs, `spool submit` and the hand snippet queue, kill
+// -9 and restarts happen for real, and the tree is checked the way an
+// operator would check it (ls, cat).
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vmspool/vmspool/spool"
+)
+
+// spooldEnv is the environment of the binaries the tests start: a race
+// build otherwise sleeps a second at every exit (GORACE atexit_sleep_ms).
+func spooldEnv() []string {
+	return append(os.Environ(), "GORACE=atexit_sleep_ms=0 "+os.Getenv("GORACE"))
+}
+
+// spooldProc is one running spoold.
+type spooldProc struct {
+	t    testing.TB
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+	err  error
+}
+
+// spooldStart starts spoold on dir with args; its log goes to a file that
+// is printed if the test fails.
+func spooldStart(t testing.TB, dir string, args ...string) *spooldProc {
+	t.Helper()
+	logf, err := os.CreateTemp(t.TempDir(), "spoold-*.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin("spoold"), append([]string{"--spool", dir}, args...)...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = spooldEnv()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	logf.Close()
+	p := &spooldProc{t: t, cmd: cmd, log: logf.Name(), done: make(chan struct{})}
+	go func() { p.err = cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		p.kill()
+		if t.Failed() {
+			b, _ := os.ReadFile(p.log)
+			if len(b) > 20000 {
+				b = b[len(b)-20000:]
+			}
+			t.Logf("spoold %d log:\n%s", cmd.Process.Pid, b)
+		}
+	})
+	return p
+}
+
+// kill9 kills spoold with SIGKILL and reaps it (a zombie's pid would still
+// look alive to a recoverer).
+func (p *spooldProc) kill() {
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// stop sends SIGTERM and waits for the exit, which must be 0.
+func (p *spooldProc) stop(t testing.TB, within time.Duration) {
+	t.Helper()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(within):
+		t.Fatalf("spoold did not exit within %v of SIGTERM", within)
+	}
+	if p.err != nil {
+		t.Fatalf("spoold exited with %v", p.err)
+	}
+}
+
+func (p *spooldProc) logText() string {
+	b, _ := os.ReadFile(p.log)
+	return string(b)
+}
+
+// spooldSubmit runs `spool submit` and returns the job id.
+func spooldSubmit(t testing.TB, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(bin("spool"), append([]string{"--spool", dir, "submit"}, args...)...)
+	cmd.Env = spooldEnv()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("spool submit %q: %v: %s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// spooldHandSubmit queues a job the way SPOOL.md's snippet does, with
+// nothing but sh and coreutils.
+func spooldHandSubmit(t testing.TB, dir, id, chat, spec string) {
+	t.Helper()
+	script := `cd "$SPOOL_DIR" && id=$1
+printf '%s' "$2" > .$id.json && mv .$id.json $id.json
+rm -f progress/$3 chats/$3/answer.json
+: > .$id.ready && mv .$id.ready $id.ready`
+	cmd := exec.Command("sh", "-c", script, "sh", id, spec, chat)
+	cmd.Env = append(spooldEnv(), "SPOOL_DIR="+dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("hand submit: %v: %s", err, out)
+	}
+}
+
+func spooldCmd(name string, args ...string) *exec.Cmd {
+	cmd := exec.Command(bin(name), args...)
+	cmd.Env = spooldEnv()
+	return cmd
+}
+
+func spooldOpen(t testing.TB, dir string) *spool.Spool {
+	t.Helper()
+	for i := 0; ; i++ {
+		s, err := spool.Open(dir)
+		if err == nil {
+			t.Cleanup(func() { s.Close() })
+			return s
+		}
+		if i > 200 {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// spooldEventually polls cond until it holds or the time is up.
+func spooldEventually(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// spooldWaitEnd waits for the job's final state and returns its result.
+func spooldWaitEnd(t testing.TB, s *spool.Spool, job string, within time.Duration) *spool.Result {
+	t.Helper()
+	var st spool.State
+	spooldEventually(t, within, "job "+job+" to end", func() bool {
+		st, _ = s.State(job)
+		return st.Final()
+	})
+	r, err := s.ReadResult(job, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// spooldCheckTree checks what ls shows: no lease and no marker left, and
+// each job in exactly one final state. It returns the count by state.
+func spooldCheckTree(t testing.TB, s *spool.Spool) map[spool.State]int {
+	t.Helper()
+	jobs, _, err := s.Scan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := map[spool.State]int{}
+	for job, f := range jobs {
+		if f&(spool.HasRunning|spool.HasReady) != 0 {
+			t.Errorf("job %s: still has a lease or a marker (%b)", job, f)
+		}
+		if c := f.States(); c != 1 {
+			t.Errorf("job %s: in %d states at once", job, c)
+		}
+		st, _ := f.State()
+		n[st]++
+	}
+	return n
+}
+
+func spooldProgress(t testing.TB, s *spool.Spool, chat string) *spool.Progress {
+	t.Helper()
+	p, err := s.ReadProgress(chat)
+	if err != nil {
+		return nil
+	}
+	return p
+}
+
+// spooldFinalProgress waits for the chat's progress to say done: it is
+// written right after the result, never before.
+func spooldFinalProgress(t testing.TB, s *spool.Spool, chat string) *spool.Progress {
+	t.Helper()
+	var p *spool.Progress
+	spooldEventually(t, 5*time.Second, "progress/"+chat+" done", func() bool {
+		p = spooldProgress(t, s, chat)
+		return p != nil && p.Done
+	})
+	return p
+}
+
+func spooldEvents(t testing.TB, s *spool.Spool, job string) []spool.Event {
+	t.Helper()
+	evs, err := s.NewEventReader(job).Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
+
+func spooldHasEvent(evs []spool.Event, typ, text string) bool {
+	for _, ev := range evs {
+		if ev.Type == typ && strings.Contains(ev.Text, text) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestSpooldEveryJobRunsOnce: 300 jobs, half from `spool submit` and half
+// from the hand snippet, across 3 daemons: each runs exactly once, each
+// ends in exactly one final state, and two jobs of one chat never overlap.
+func TestSpooldEveryJobRunsOnce(t *testing.T) {
+	dir := newSpool(t)
+	work := t.TempDir()
+	ran := filepath.Join(work, "ran")
+	for i := 0; i < 3; i++ {
+		spooldStart(t, dir, "--workers", "3", "--worker", fmt.Sprintf("w%d", i))
+	}
+	s := spooldOpen(t, dir)
+	const n, chats = 300, 40
+	// Each job appends its id, and its start and end under its chat, to one
+	// file: O_APPEND writes of a line land whole and in order.
+	body := `echo "s $SPOOL_CHAT $SPOOL_JOB" >> "$0"; echo "$SPOOL_JOB" >> "$0"; echo "e $SPOOL_CHAT $SPOOL_JOB" >> "$0"`
+	var ids []string
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := g; i < n; i += 4 {
+				chat := fmt.Sprintf("c%d", i%chats)
+				var id string
+				if i%2 == 0 {
+					id = spooldSubmit(t, dir, "--chat", chat, "--", "sh", "-c", body, ran)
+				} else {
+					id = fmt.Sprintf("hand-%03d", i)
+					spec, _ := json.Marshal(map[string]any{"chat": chat, "argv": []string{"sh", "-c", body, ran}})
+					spooldHandSubmit(t, dir, id, chat, string(spec))
+				}
+				mu.Lock()
+				ids = append(ids, id)
+				mu.Unlock()
+			}
+		}(g)
+	}
+	wg.Wait()
+	for _, id := range ids {
+		if r := spooldWaitEnd(t, s, id, 90*time.Second); r.State != spool.Done {
+			t.Errorf("job %s ended %s: %v", id, r.State, r.Error)
+		}
+	}
+	b, err := os.ReadFile(ran)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	open := map[string]string{} // chat -> job running
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 1:
+			count[f[0]]++
+		case f[0] == "s":
+			if j, busy := open[f[1]]; busy {
+				t.Errorf("chat %s: job %s started while %s ran", f[1], f[2], j)
+			}
+			open[f[1]] = f[2]
+		case f[0] == "e":
+			delete(open, f[1])
+		}
+	}
+	for _, id := range ids {
+		if count[id] != 1 {
+			t.Errorf("job %s ran %d times", id, count[id])
+		}
+	}
+	if len(count) != n {
+		t.Errorf("%d distinct jobs ran, want %d", len(count), n)
+	}
+	if got := spooldCheckTree(t, s); got[spool.Done] != n {
+		t.Errorf("final states %v, want %d done", got, n)
+	}
+}
+
+// TestSpooldKill9Recovery: spoold is killed with -9 while it runs jobs; its
+// jobs' processes live on as orphans. The next spoold recovers each job
+// per its attempts, ends the orphans before any new attempt starts, and
+// leaves nothing running.
+func TestSpooldKill9Recovery(t *testing.T) {
+	dir := newSpool(t)
+	work := t.TempDir()
+	trace := filepath.Join(work, "trace")
+	a := spooldStart(t, dir, "--workers", "4", "--lease", "2s", "--kill-grace", "2s", "--worker", "A")
+	s := spooldOpen(t, dir)
+	// The first attempt traps TERM, records its end, and is slow to go;
+	// the second one finishes at once.
+	body := `now() { date +%s.%N; }
+echo "start $SPOOL_JOB $SPOOL_ATTEMPT $(now)" >> "$0"
+if [ "$SPOOL_ATTEMPT" = 1 ]; then
+  trap 'sleep 0.3; echo "end $SPOOL_JOB $SPOOL_ATTEMPT $(now)" >> "$0"; exit 143' TERM
+  sleep 60 & wait
+fi
+echo "end $SPOOL_JOB $SPOOL_ATTEMPT $(now)" >> "$0"`
+	var retried []string
+	for i := 0; i < 3; i++ {
+		retried = append(retried, spooldSubmit(t, dir, "--chat", fmt.Sprintf("k%d", i), "--attempts", "2", "--", "bash", "-c", body, trace))
+	}
+	once := spooldSubmit(t, dir, "--chat", "k9", "--", "bash", "-c", body, trace)
+	all := append(append([]string{}, retried...), once)
+	spooldEventually(t, 20*time.Second, "4 jobs to start", func() bool {
+		b, _ := os.ReadFile(trace)
+		return bytes.Count(b, []byte("start ")) == 4
+	})
+	a.kill()
+	for _, job := range all {
+		if st, _ := s.State(job); st != spool.Running {
+			t.Fatalf("job %s is %s after kill -9, want running (its lease left behind)", job, st)
+		}
+		if held, _ := s.SpecLocked(job); !held {
+			t.Fatalf("job %s: its orphaned processes should still hold the spec lock", job)
+		}
+	}
+	// As if A had died between starting a job and recording its process
+	// group: the recoverer must find the orphans by the locks they hold.
+	for _, job := range []string{retried[0], once} {
+		spooldEditLease(t, s, job, func(m map[string]any) { delete(m, "pgid") })
+	}
+	b := spooldStart(t, dir, "--workers", "4", "--lease", "2s", "--kill-grace", "2s", "--worker", "B")
+	for _, job := range retried {
+		r := spooldWaitEnd(t, s, job, 30*time.Second)
+		if r.State != spool.Done || r.Attempt != 2 {
+			t.Errorf("job %s: %s at attempt %d, want done at attempt 2 (%v)", job, r.State, r.Attempt, r.Error)
+		}
+		evs := spooldEvents(t, s, job)
+		if !spooldHasEvent(evs, spool.EventWorker, "worker A died; queued again (attempt 2 of 2)") {
+			t.Errorf("job %s: no worker event about the recovery: %+v", job, evs)
+		}
+	}
+	r := spooldWaitEnd(t, s, once, 30*time.Second)
+	if r.State != spool.Failed || r.Error == nil || *r.Error != "worker A died" {
+		t.Errorf("job %s: %s %v, want failed \"worker A died\"", once, r.State, r.Error)
+	}
+	p := spooldFinalProgress(t, s, "k9")
+	if p == nil || !p.Done || p.State != spool.Failed || p.Error == nil || !strings.Contains(*p.Error, "worker A died") {
+		t.Errorf("progress of k9: %+v, want done, failed, worker A died", p)
+	}
+	b.stop(t, 20*time.Second)
+	spooldCheckTree(t, s)
+
+	// Each attempt recorded its start and its end, and no attempt started
+	// before the one before had ended.
+	type span struct{ start, end float64 }
+	spans := map[string]map[int]*span{}
+	f, _ := os.Open(trace)
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		w := strings.Fields(sc.Text())
+		if len(w) != 4 {
+			t.Fatalf("trace line %q", sc.Text())
+		}
+		at, _ := strconv.Atoi(w[2])
+		ts, _ := strconv.ParseFloat(w[3], 64)
+		if spans[w[1]] == nil {
+			spans[w[1]] = map[int]*span{}
+		}
+		sp := spans[w[1]][at]
+		if sp == nil {
+			sp = &span{}
+			spans[w[1]][at] = sp
+		}
+		if w[0] == "start" {
+			sp.start = ts
+		} else {
+			sp.end = ts
+		}
+	}
+	for _, job := range retried {
+		s1, s2 := spans[job][1], spans[job][2]
+		if s1 == nil || s2 == nil || s1.end == 0 || s2.start == 0 || s2.end == 0 {
+			t.Errorf("job %s: attempts %+v %+v, want both started and ended", job, s1, s2)
+			continue
+		}
+		if s2.start < s1.end {
+			t.Errorf("job %s: attempt 2 started at %.3f, before attempt 1 ended at %.3f", job, s2.start, s1.end)
+		}
+	}
+	if sp := spans[once][1]; sp == nil || sp.end == 0 {
+		t.Errorf("job %s: its orphan was not ended (%+v)", once, sp)
+	}
+}
+
+// spooldEditLease rewrites a lease in place, the way a crash at the wrong
+// moment could have left it.
+func spooldEditLease(t testing.TB, s *spool.Spool, job string, edit func(map[string]any)) {
+	t.Helper()
+	b, err := os.ReadFile(s.Path(job + ".running"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	edit(m)
+	b, _ = json.Marshal(m)
+	tmp := s.Path("." + job + ".running.edit")
+	if err := os.WriteFile(tmp, b, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, s.Path(job+".running")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSpooldEnds: timeout, cancel of a running and of a queued job, a job
+// that prints 10 MB, a missing program.
+func TestSpooldEnds(t *testing.T) {
+	dir := newSpool(t)
+	spooldStart(t, dir, "--workers", "4", "--kill-grace", "1s")
+	s := spooldOpen(t, dir)
+
+	timeout := spooldSubmit(t, dir, "--chat", "t", "--timeout", "1s", "--", "sleep", "30")
+	running := spooldSubmit(t, dir, "--chat", "c", "--", "sleep", "30")
+	queued := spooldSubmit(t, dir, "--chat", "c", "--", "sh", "-c", "echo should not run; exit 3")
+	big := spooldSubmit(t, dir, "--chat", "b", "--", "sh", "-c", "head -c 10485760 /dev/zero | tr '\\0' x")
+	missing := spooldSubmit(t, dir, "--chat", "m", "--", "no-such-program-here")
+
+	spooldEventually(t, 10*time.Second, "the job to run", func() bool {
+		st, _ := s.State(running)
+		return st == spool.Running
+	})
+	if st, _ := s.State(queued); st != spool.Queued {
+		t.Fatalf("second job of a busy chat is %s, want queued", st)
+	}
+	for _, job := range []string{queued, running} {
+		if out, err := spooldCmd("spool", "--spool", dir, "cancel", job).CombinedOutput(); err != nil {
+			t.Fatalf("spool cancel: %v: %s", err, out)
+		}
+	}
+	if r := spooldWaitEnd(t, s, running, 10*time.Second); r.State != spool.Cancelled {
+		t.Errorf("cancelled job ended %s", r.State)
+	}
+	if r := spooldWaitEnd(t, s, queued, 10*time.Second); r.State != spool.Cancelled {
+		t.Errorf("cancelled queued job ended %s", r.State)
+	}
+	if b, _ := os.ReadFile(s.Path(queued + ".log")); len(b) > 0 {
+		t.Errorf("a job cancelled while queued ran: %q", b)
+	}
+	r := spooldWaitEnd(t, s, timeout, 10*time.Second)
+	if r.State != spool.Failed || r.Error == nil || *r.Error != "timed out after 1s" {
+		t.Errorf("timeout: %s %v", r.State, r.Error)
+	}
+	if p := spooldFinalProgress(t, s, "t"); p == nil || !p.Done || p.State != spool.Failed {
+		t.Errorf("progress of a timed out job: %+v", p)
+	}
+	if r := spooldWaitEnd(t, s, big, 30*time.Second); r.State != spool.Done {
+		t.Errorf("10 MB job: %s %v", r.State, r.Error)
+	}
+	if fi, err := os.Stat(s.Path(big + ".log")); err != nil || fi.Size() != 10<<20 {
+		t.Errorf("10 MB job's log: %v %v", fi.Size(), err)
+	}
+	r = spooldWaitEnd(t, s, missing, 10*time.Second)
+	if r.State != spool.Failed || r.Error == nil || !strings.Contains(*r.Error, "not found") {
+		t.Errorf("missing program: %s %v", r.State, r.Error)
+	}
+	p := spooldFinalProgress(t, s, "c")
+	if p == nil || p.Job != running || !p.Done || p.State != spool.Cancelled {
+		t.Errorf("progress of the cancelled chat: %+v", p)
+	}
+	spooldCheckTree(t, s)
+}
+
+// TestSpooldQuestion: a question sets the progress waiting; a stale answer
+// (another question id) is ignored; the matching answer becomes an answer
+// event, the state running again, and `spool ask` in the job returns it.
+func TestSpooldQuestion(t *testing.T) {
+	dir := newSpool(t)
+	out := filepath.Join(t.TempDir(), "out")
+	spooldStart(t, dir)
+	s := spooldOpen(t, dir)
+	job := spooldSubmit(t, dir, "--chat", "q", "--", "sh", "-c", `a=$(spool ask --options yes,no "Deploy?") && echo "got $a" > "$0"`, out)
+	var p *spool.Progress
+	spooldEventually(t, 15*time.Second, "the question", func() bool {
+		p = spooldProgress(t, s, "q")
+		return p != nil && p.State == spool.Waiting && p.Question != nil
+	})
+	if p.Question.Text != "Deploy?" || len(p.Question.Options) != 2 {
+		t.Errorf("question: %+v", p.Question)
+	}
+	if err := s.WriteAnswer("q", &spool.Answer{Job: job, Question: "not-" + p.Question.ID, Answer: "stale"}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if p2 := spooldProgress(t, s, "q"); p2.State != spool.Waiting || p2.Question == nil {
+		t.Fatalf("a stale answer was taken: %+v", p2)
+	}
+	if st, _ := s.State(job); st != spool.Running {
+		t.Fatalf("job is %s while a stale answer is there", st)
+	}
+	if o, err := spooldCmd("spool", "--spool", dir, "answer", "--chat", "q", "yes").CombinedOutput(); err != nil {
+		t.Fatalf("spool answer: %v: %s", err, o)
+	}
+	if r := spooldWaitEnd(t, s, job, 15*time.Second); r.State != spool.Done {
+		t.Fatalf("job ended %s %v", r.State, r.Error)
+	}
+	if b, _ := os.ReadFile(out); string(b) != "got yes\n" {
+		t.Errorf("spool ask returned %q", b)
+	}
+	evs := spooldEvents(t, s, job)
+	var ans []spool.Event
+	for _, ev := range evs {
+		if ev.Type == spool.EventAnswer {
+			ans = append(ans, ev)
+		}
+	}
+	if len(ans) != 1 || ans[0].ID != p.Question.ID || ans[0].Text != "yes" {
+		t.Errorf("answer events: %+v", ans)
+	}
+	if p := spooldFinalProgress(t, s, "q"); p == nil || !p.Done || p.Question != nil || p.State != spool.Done {
+		t.Errorf("final progress: %+v", p)
+	}
+}
+
+// TestSpooldBadInput: a refused script whose side effect never happens, a
+// spec that does not parse, a spec that names nothing to run, an events
+// file with a 1 MB line and invalid UTF-8; the daemon keeps serving.
+func TestSpooldBadInput(t *testing.T) {
+	dir := newSpool(t)
+	work := t.TempDir()
+	side := filepath.Join(work, "side-effect")
+	d := spooldStart(t, dir, "--workers", "2")
+	s := spooldOpen(t, dir)
+
+	script := filepath.Join(work, "s.sh")
+	os.WriteFile(script, []byte("touch "+side+"\ngit commit -am 'from the VM'\n"), 0o644)
+	refused := spooldSubmit(t, dir, "--chat", "g", "--script", script)
+
+	spooldHandSubmit(t, dir, "garbage", "x", `{"chat": "x", "argv": [`)
+	spooldHandSubmit(t, dir, "nothing", "y", `{"chat": "y"}`)
+	weird := spooldSubmit(t, dir, "--chat", "w", "--", "sh", "-c",
+		`head -c 1048576 /dev/zero | tr '\0' a >> "$SPOOL_EVENTS"; echo >> "$SPOOL_EVENTS"; printf 'bad \377\376 utf8\n' >> "$SPOOL_EVENTS"; echo last line >> "$SPOOL_EVENTS"`)
+
+	r := spooldWaitEnd(t, s, refused, 10*time.Second)
+	if r.State != spool.Failed || r.Error == nil || !strings.Contains(*r.Error, "vmgate refused") {
+		t.Errorf("refused script: %s %v", r.State, r.Error)
+	}
+	if _, err := os.Stat(side); err == nil {
+		t.Errorf("a refused script's side effect happened")
+	}
+	if evs := spooldEvents(t, s, refused); !spooldHasEvent(evs, spool.EventGate, "vmgate refused") {
+		t.Errorf("no gate event: %+v", evs)
+	}
+	for _, job := range []string{"garbage", "nothing"} {
+		r := spooldWaitEnd(t, s, job, 10*time.Second)
+		if r.State != spool.Failed || r.Error == nil {
+			t.Errorf("bad spec %s: %s %v", job, r.State, r.Error)
+		}
+	}
+	if p := spooldFinalProgress(t, s, "y"); p == nil || !p.Done || p.State != spool.Failed {
+		t.Errorf("progress of a spec without argv: %+v", p)
+	}
+	if r := spooldWaitEnd(t, s, weird, 10*time.Second); r.State != spool.Done {
+		t.Errorf("weird events job: %s %v", r.State, r.Error)
+	}
+	p := spooldFinalProgress(t, s, "w")
+	if p == nil || !p.Done {
+		t.Fatalf("weird events progress: %+v", p)
+	}
+	if !spooldHasEvent(p.Events, spool.EventStatus, "too long") || !spooldHasEvent(p.Events, spool.EventStatus, "bad \uFFFD") ||
+		!spooldHasEvent(p.Events, spool.EventStatus, "last line") {
+		t.Errorf("weird events in progress: %+v", p.Events)
+	}
+	// Still serving.
+	ok := spooldSubmit(t, dir, "--chat", "z", "--", "true")
+	if r := spooldWaitEnd(t, s, ok, 10*time.Second); r.State != spool.Done {
+		t.Errorf("after bad input: %s", r.State)
+	}
+	d.stop(t, 10*time.Second)
+	spooldCheckTree(t, s)
+}
+
+// TestSpooldChatOneAtATime: two daemons, several jobs of one chat that
+// each take a while: their runs never overlap, and they run in order.
+func TestSpooldChatOneAtATime(t *testing.T) {
+	dir := newSpool(t)
+	trace := filepath.Join(t.TempDir(), "trace")
+	spooldStart(t, dir, "--workers", "3")
+	spooldStart(t, dir, "--workers", "3")
+	s := spooldOpen(t, dir)
+	var ids []string
+	for i := 0; i < 5; i++ {
+		ids = append(ids, spooldSubmit(t, dir, "--chat", "one", "--", "sh", "-c",
+			`echo "s $SPOOL_JOB" >> "$0"; sleep 0.2; echo "e $SPOOL_JOB" >> "$0"`, trace))
+	}
+	for _, id := range ids {
+		spooldWaitEnd(t, s, id, 20*time.Second)
+	}
+	b, _ := os.ReadFile(trace)
+	var want []string
+	for _, id := range ids {
+		want = append(want, "s "+id, "e "+id)
+	}
+	if got := strings.Split(strings.TrimSpace(string(b)), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("runs of one chat overlapped or ran out of order:\n%s", b)
+	}
+}
+
+// TestSpooldShutdown: SIGTERM lets a short job finish; a long one is
+// ended after the grace and queued again (attempts left) or ended failed;
+// spoold exits 0. A second signal does not wait for the grace.
+func TestSpooldShutdown(t *testing.T) {
+	dir := newSpool(t)
+	d := spooldStart(t, dir, "--workers", "3", "--grace", "1s", "--kill-grace", "500ms")
+	s := spooldOpen(t, dir)
+	short := spooldSubmit(t, dir, "--chat", "a", "--", "sleep", "0.5")
+	again := spooldSubmit(t, dir, "--chat", "b", "--attempts", "3", "--", "sleep", "30")
+	last := spooldSubmit(t, dir, "--chat", "c", "--", "sleep", "30")
+	spooldEventually(t, 10*time.Second, "three jobs running", func() bool {
+		n := 0
+		for _, j := range []string{short, again, last} {
+			if st, _ := s.State(j); st == spool.Running {
+				n++
+			}
+		}
+		return n == 3
+	})
+	d.stop(t, 10*time.Second)
+	if st, _ := s.State(short); st != spool.Done {
+		t.Errorf("short job is %s after a graceful stop", st)
+	}
+	if st, _ := s.State(again); st != spool.Queued {
+		t.Errorf("interrupted job with attempts left is %s, want queued", st)
+	}
+	if m, err := s.ReadMarker(again); err != nil || m.Attempt != 2 {
+		t.Errorf("marker of the interrupted job: %+v %v", m, err)
+	}
+	if p := spooldProgress(t, s, "b"); p == nil || p.State != spool.Queued || p.Done {
+		t.Errorf("progress of the interrupted job: %+v", p)
+	}
+	r := spooldWaitEnd(t, s, last, time.Second)
+	if r.State != spool.Failed || r.Error == nil || *r.Error != "interrupted by shutdown" {
+		t.Errorf("interrupted job without attempts: %s %v", r.State, r.Error)
+	}
+
+	// The second signal: no waiting for the 1 minute grace.
+	d2 := spooldStart(t, dir, "--grace", "1m", "--kill-grace", "30s")
+	spooldEventually(t, 10*time.Second, "the queued job to run again", func() bool {
+		st, _ := s.State(again)
+		return st == spool.Running
+	})
+	d2.cmd.Process.Signal(syscall.SIGTERM)
+	time.Sleep(200 * time.Millisecond)
+	began := time.Now()
+	d2.stop(t, 10*time.Second)
+	if took := time.Since(began); took > 5*time.Second {
+		t.Errorf("second signal: exit took %v", took)
+	}
+	if st, _ := s.State(again); st != spool.Queued {
+		t.Errorf("after the second signal the job is %s, want queued", st)
+	}
+}
+
+// TestSpooldCommand: the command's own surface.
+func TestSpooldCommand(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		out  string
+	}{
+		{[]string{"-h"}, 0, "usage: spoold"},
+		{[]string{"--version"}, 0, "spoold"},
+		{[]string{"--workers", "0"}, 2, "--workers"},
+		{[]string{"--no-such-flag"}, 2, "no-such-flag"},
+		{[]string{"--spool", "/proc/no/such/spool"}, 1, "spoold: spool /proc/no/such/spool"},
+		{[]string{"extra"}, 2, "unexpected argument"},
+	} {
+		out, err := spooldCmd("spoold", tc.args...).CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		if code != tc.code || !strings.Contains(string(out), tc.out) {
+			t.Errorf("spoold %q: exit %d, %q; want exit %d with %q", tc.args, code, out, tc.code, tc.out)
+		}
+		if tc.code != 0 && strings.Count(strings.TrimSpace(string(out)), "\n") != 0 {
+			t.Errorf("spoold %q: error is not one line: %q", tc.args, out)
+		}
+	}
+}
+
+var _ = sort.Strings
