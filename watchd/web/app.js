@@ -50,7 +50,7 @@ function newRow(chat) {
   tdState.append(r.stateEl);
   r.tdStatus = el("td", "status-cell");
   r.statusEl = el("div", "status", "");
-  r.questionEl = el("div", "question");
+  r.questionEl = el("div", "ask");
   r.questionEl.hidden = true;
   r.details = el("details");
   r.details.append(el("summary", "", "recent lines"));
@@ -116,6 +116,7 @@ function openStream(r) {
   const es = new EventSource(url);
   r.stream = es;
   r.tr.dataset.live = "yes";
+  r.details.open = true; // a run followed live shows its lines as they come
   const on = (kind, f) => es.addEventListener(kind, ev => {
     if (r.stream !== es) return; // a stream of an older run
     let m;
