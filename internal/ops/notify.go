@@ -3,6 +3,7 @@ package ops
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
@@ -121,6 +122,25 @@ func (p *Pulse) Within(d time.Duration) func() error {
 	return func() error {
 		if since := time.Since(p.last.Load()); since > d {
 			return fmt.Errorf("main loop has not gone round for %s", since.Round(time.Second))
+		}
+		return nil
+	}
+}
+
+// DirHealth returns a health check for StartWatchdog that stats dir (the
+// spool): a daemon whose spool went away, or hangs (an NFS server that
+// stopped answering), stops pinging, and systemd restarts it and says why
+// in the journal, instead of a daemon that looks alive and does nothing.
+// The check runs in the watchdog's goroutine, so a stat that never returns
+// withholds every later ping too, which is the point.
+func DirHealth(dir string) func() error {
+	return func() error {
+		fi, err := os.Stat(dir)
+		if err != nil {
+			return err
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("%s: not a directory", dir)
 		}
 		return nil
 	}

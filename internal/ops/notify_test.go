@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -156,5 +157,17 @@ func TestPulse(t *testing.T) {
 	p.Beat()
 	if err := check(); err != nil {
 		t.Fatalf("just beaten: %v", err)
+	}
+}
+
+func TestDirHealth(t *testing.T) {
+	dir := t.TempDir()
+	check := DirHealth(dir)
+	if err := check(); err != nil {
+		t.Fatalf("existing dir: %v", err)
+	}
+	os.Remove(dir)
+	if err := check(); err == nil {
+		t.Fatal("a removed spool passed the health check")
 	}
 }
