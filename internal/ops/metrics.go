@@ -118,7 +118,8 @@ func (m *SpooldMetrics) Claimed(waited time.Duration) {
 	m.claimLatency.Observe(max(waited, 0).Seconds())
 }
 
-// Started counts an attempt as running.
+// Started counts an attempt as running; Stopped, however the attempt's
+// run ended (a result, a requeue, a lost lease), counts it out again.
 func (m *SpooldMetrics) Started() {
 	if m == nil {
 		return
@@ -126,21 +127,28 @@ func (m *SpooldMetrics) Started() {
 	m.running.Inc()
 }
 
+// Stopped pairs with Started.
+func (m *SpooldMetrics) Stopped() {
+	if m == nil {
+		return
+	}
+	m.running.Dec()
+}
+
 // Ended counts an attempt that ended in state (done, failed, cancelled)
-// after running for ran; it must follow a Started.
+// after running for ran.
 func (m *SpooldMetrics) Ended(state string, ran time.Duration) {
 	if m == nil {
 		return
 	}
 	st := oneOf(state, finalStates)
-	m.running.Dec()
 	m.ended.WithLabelValues(st).Inc()
 	m.runTime.WithLabelValues(st).Observe(max(ran, 0).Seconds())
 }
 
-// EndedUnstarted counts a job ended without an attempt having run (a spec
-// that does not parse, a script the gate refused, a recovery that found no
-// attempts left is counted by Recovered instead).
+// EndedUnstarted counts a job this daemon ended without running it: a
+// spec that does not parse, a cancel of a queued job, a dead worker's job
+// with no attempt left (which Recovered counts too).
 func (m *SpooldMetrics) EndedUnstarted(state string) {
 	if m == nil {
 		return

@@ -22,7 +22,9 @@ func TestSpooldMetrics(t *testing.T) {
 	m.Started()
 	m.Started()
 	m.Ended("done", 2*time.Second)
+	m.Stopped()
 	m.Ended("weird", time.Second)
+	m.Stopped()
 	m.EndedUnstarted("failed")
 	m.Recovered("requeued")
 	m.Flushed()
@@ -83,6 +85,7 @@ func TestNilMetricsAreNoOps(t *testing.T) {
 	var s *SpooldMetrics
 	s.Claimed(time.Second)
 	s.Started()
+	s.Stopped()
 	s.Ended("done", time.Second)
 	s.EndedUnstarted("failed")
 	s.Recovered("requeued")
