@@ -368,11 +368,14 @@ loop:
 		if a.proc != nil {
 			break // bash <(...): the script is a process substitution
 		}
+		s := a.s
+		if a.dyn && s != "" && s[0] != '-' && s[0] != '+' && (s[0] != dynMark || cmode) {
+			break // an operand: the code string, or a script file
+		}
 		if a.dyn {
 			w.undecidable(c, "the shell's options are only known at run time")
 			return
 		}
-		s := a.s
 		switch {
 		case s == "--" || s == "-":
 			i++
