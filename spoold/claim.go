@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"syscall"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	"github.com/vmspool/vmspool/spool"
@@ -64,6 +65,7 @@ func (d *Daemon) handle(it *item) {
 		d.q.retry(sp.Chat)
 		return
 	}
+	d.cfg.Metrics.Claimed(time.Since(it.at))
 	d.execute(sp, lease, prev, chatLock)
 	chatLock.Close()
 	d.q.retry(sp.Chat)
@@ -125,6 +127,7 @@ func (d *Daemon) refuse(job string, why error) {
 		e.WithError(err).Error("cannot write result")
 		return
 	}
+	d.cfg.Metrics.EndedUnstarted(string(spool.Failed))
 	e.WithField("error", msg).Warn("refused: spec cannot be run")
 	if chat == "" {
 		return
@@ -185,6 +188,7 @@ func (d *Daemon) cancelQueued(job string) {
 		e.WithError(err).Error("cannot write result")
 		return
 	}
+	d.cfg.Metrics.EndedUnstarted(string(spool.Cancelled))
 	e.Info("cancelled while queued")
 	if chat == "" {
 		return

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"github.com/vmspool/vmspool/internal/ops"
 	"github.com/vmspool/vmspool/spool"
 )
 
@@ -61,6 +62,13 @@ type Config struct {
 	Dir string
 	// Log receives one line per thing that happened (default: discard).
 	Log *logrus.Logger
+	// Metrics counts what happened, for the metrics textfile; nil counts
+	// nothing (its methods are nil-safe).
+	Metrics *ops.SpooldMetrics
+	// Ready, if set, is called once the daemon serves: the watch is set,
+	// the first scan and recovery are done and the workers started (for
+	// systemd's READY=1).
+	Ready func()
 }
 
 func (c *Config) fill() error {

@@ -109,6 +109,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	evDone.Add(1)
 	go func() { defer evDone.Done(); d.ticks(evCtx) }()
+	if d.cfg.Ready != nil {
+		d.cfg.Ready()
+	}
 
 	<-ctx.Done()
 	d.log.WithFields(logrus.Fields{"worker": d.cfg.Worker, "running": d.runCount(), "grace": d.cfg.Grace.String()}).Info("stopping: no new claims")

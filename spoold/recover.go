@@ -143,6 +143,7 @@ func (d *Daemon) recoverJob(job string, l *spool.Lease, fi fs.FileInfo) {
 		if !ok {
 			return // another daemon acted first
 		}
+		d.cfg.Metrics.Recovered("requeued")
 		text := fmt.Sprintf("worker %s died; queued again (attempt %d of %d) in %v", who, l.Tries()+1, max, wait)
 		d.note(job, chat, spool.Event{Type: spool.EventWorker, Text: text, Attempt: l.Attempt}, spool.Queued, nil)
 		e.WithField("backoff", wait.String()).Info("recovered: " + text)
@@ -167,6 +168,8 @@ func (d *Daemon) recoverJob(job string, l *spool.Lease, fi fs.FileInfo) {
 		return
 	}
 	d.note(job, chat, spool.Event{}, spool.Failed, &why)
+	d.cfg.Metrics.Recovered("failed")
+	d.cfg.Metrics.EndedUnstarted(string(spool.Failed))
 	e.Info("recovered: " + why + "; ended failed")
 }
 

@@ -100,6 +100,8 @@ func (d *Daemon) execute(sp *spool.Spec, l *spool.Lease, prev *spool.Lease, chat
 	// by the check or routed here by its event.
 	d.addRun(r)
 	defer d.removeRun(r)
+	d.cfg.Metrics.Started()
+	defer d.cfg.Metrics.Stopped()
 
 	if _, err := d.s.Stat(r.job + spool.ExtCancel); err == nil {
 		r.event(spool.Event{Type: spool.EventWorker, Text: "cancel requested before it started"})
@@ -423,6 +425,7 @@ func (r *run) loop(exited <-chan error) {
 		case <-hb.C:
 			if err := d.s.Heartbeat(r.lease); err != nil {
 				if errors.Is(err, spool.ErrLeaseLost) {
+					d.cfg.Metrics.LeaseLost()
 					stop(endLeaseLost, "lease lost: stopping the job, writing nothing")
 				} else {
 					r.log.WithError(err).Warn("heartbeat")
@@ -532,6 +535,9 @@ func (r *run) sync() {
 		r.log.WithError(err).Warn("reading events")
 	}
 	for _, ev := range evs {
+		if ev.Type == spool.EventQuestion {
+			r.d.cfg.Metrics.Asked()
+		}
 		if ev.Type == spool.EventStart {
 			// A new attempt: a question of the one before is not open.
 			r.p.Question = nil
@@ -551,6 +557,8 @@ func (r *run) sync() {
 func (r *run) flush() {
 	if err := r.d.s.WriteProgress(&r.p); err != nil {
 		r.log.WithError(err).Warn("writing progress")
+	} else {
+		r.d.cfg.Metrics.Flushed()
 	}
 	r.lastFlush = time.Now()
 }
@@ -588,6 +596,7 @@ func (r *run) checkAnswer() {
 	}
 	r.answered[q.ID] = true
 	r.event(spool.Event{Type: spool.EventAnswer, ID: q.ID, Text: a.Answer})
+	r.d.cfg.Metrics.Answered()
 	r.log.WithField("question", q.ID).Info("answer received")
 	r.sync()
 }
@@ -625,6 +634,7 @@ func (r *run) end(st spool.State, exit *int, errText string) {
 	r.p.State, r.p.Done, r.p.Exit, r.p.Error = st, true, exit, res.Error
 	r.p.Question = nil
 	r.flush()
+	d.cfg.Metrics.Ended(string(st), time.Since(r.started))
 	e := r.log.WithFields(logrus.Fields{"state": st, "duration": time.Since(r.started).Round(time.Millisecond).String()})
 	if exit != nil {
 		e = e.WithField("exit", *exit)

@@ -11,11 +11,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/vmspool/vmspool/internal/cli"
+	"github.com/vmspool/vmspool/internal/ops"
 	"github.com/vmspool/vmspool/spool"
 	"github.com/vmspool/vmspool/spoold"
 	"github.com/vmspool/vmspool/vmgate"
@@ -23,7 +25,7 @@ import (
 
 const usage = `usage: spoold [--spool DIR] [--workers N] [--lease D] [--grace D] [--kill-grace D]
               [--host NAME] [--worker NAME] [--poll D] [--rescan D] [--max-timeout D]
-              [--commit-tool NAME] [--log-level L]
+              [--commit-tool NAME] [--metrics-file PATH] [--metrics-every D] [--log-level L]
 
 Runs the spool's queue until SIGTERM or SIGINT; then stops claiming, lets
 running jobs finish for --grace, and puts any still running back in the
@@ -56,6 +58,8 @@ func run(args []string, stderr io.Writer) int {
 		maxTimeout = fs.Duration("max-timeout", 0, "cap on every job's timeout, and the timeout of jobs without one (0: none)")
 		commitTool = fs.String("commit-tool", vmgate.DefaultCommitTool, "the commit tool the gate's refusals name")
 		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
+		metricsOut = fs.String("metrics-file", "", "node_exporter textfile `PATH` for the metrics (default <spool>/metrics/spoold-<host>.prom; off: none)")
+		metricsDt  = fs.Duration("metrics-every", ops.DefaultTextfileEvery, "how often the metrics textfile is written")
 		version    = fs.Bool("version", false, "print the version and exit")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -83,8 +87,8 @@ func run(args []string, stderr io.Writer) int {
 		return usageErr(stderr, "--lease %v: want at least 100ms", *lease)
 	case *grace < 0 || *killGrace <= 0:
 		return usageErr(stderr, "--grace and --kill-grace must be positive")
-	case *poll < 0 || *rescan <= 0 || *maxTimeout < 0:
-		return usageErr(stderr, "--poll, --rescan and --max-timeout must be positive")
+	case *poll < 0 || *rescan <= 0 || *maxTimeout < 0 || *metricsDt <= 0:
+		return usageErr(stderr, "--poll, --rescan, --max-timeout and --metrics-every must be positive")
 	}
 	log, err := cli.Logger(stderr, *logLevel)
 	if err != nil {
@@ -107,16 +111,26 @@ func run(args []string, stderr io.Writer) int {
 			env = append(env, k+"="+v)
 		}
 	}
+	// Metrics go to a node_exporter textfile: spoold serves no HTTP.
+	reg := ops.NewRegistry("spoold", false)
+	metrics, gateMetrics := ops.NewSpooldMetrics(reg), ops.NewGateMetrics(reg)
+	notifier := ops.NewNotifier()
 	d, err := spoold.New(spoold.Config{
 		Spool: s, Workers: *workers, Lease: *lease, Grace: *grace, KillGrace: *killGrace,
 		Host: *host, Worker: *worker, Poll: *poll, Rescan: *rescan, MaxTimeout: *maxTimeout,
-		Env: env, Log: log,
+		Env: env, Log: log, Metrics: metrics,
+		Ready: func() { notifier.Ready() },
 		Gate: func(script string) spoold.Verdict {
+			began := time.Now()
 			v := gate.Check(script)
-			r := ""
+			r, git := "", ""
 			if v.Reason != nil {
 				r = *v.Reason
 			}
+			if v.Git != nil {
+				git = *v.Git
+			}
+			gateMetrics.Decision(v.Allowed, r, git, time.Since(began))
 			return spoold.Verdict{Allowed: v.Allowed, Reason: r, Message: v.Message}
 		},
 	})
@@ -131,16 +145,55 @@ func run(args []string, stderr io.Writer) int {
 	go func() {
 		sig := <-sigs
 		log.WithField("signal", sig.String()).Info("signal: stopping after the grace")
+		notifier.Stopping()
 		stop()
 		sig = <-sigs
 		log.WithField("signal", sig.String()).Info("second signal: stopping now")
 		d.StopNow()
 	}()
-	if err := d.Run(ctx); err != nil {
+	// The watchdog is pinged while the spool answers a stat: a spool gone
+	// or hung gets the unit restarted rather than kept "alive".
+	if _, err := notifier.StartWatchdog(ctx, ops.DirHealth(s.Dir)); err != nil {
+		log.WithError(err).Warn("no watchdog")
+	}
+	// The textfile outlives ctx: its last write, after the jobs ended,
+	// holds the final counts.
+	mctx, stopMetrics := context.WithCancel(context.Background())
+	mdone := make(chan struct{})
+	if prom := metricsPath(*metricsOut, s.Dir, *host); prom != "" {
+		go func() {
+			defer close(mdone)
+			ops.WriteTextfileLoop(mctx, reg, prom, *metricsDt, func(err error) {
+				log.WithError(err).Warn("cannot write the metrics textfile")
+			})
+		}()
+	} else {
+		close(mdone)
+	}
+	err = d.Run(ctx)
+	stopMetrics()
+	<-mdone
+	if err != nil {
 		fmt.Fprintf(stderr, "spoold: %v\n", strings.TrimPrefix(err.Error(), "spoold: "))
 		return cli.ExitFail
 	}
 	return cli.ExitOK
+}
+
+// metricsPath is where the metrics textfile goes: the flag, or
+// <spool>/metrics/spoold-<host>.prom, one file a host, since hosts may
+// share the spool; "off" writes none.
+func metricsPath(flag, dir, host string) string {
+	switch flag {
+	case "off":
+		return ""
+	case "":
+		if host == "" {
+			host, _ = os.Hostname()
+		}
+		return filepath.Join(dir, "metrics", "spoold-"+strings.ReplaceAll(host, "/", "_")+".prom")
+	}
+	return flag
 }
 
 func usageErr(w io.Writer, format string, args ...any) int {
