@@ -408,6 +408,13 @@ var tableCases = []struct{ script, want string }{
 	{"git lfs push origin main", "git:lfs push"},
 	{"git for-each-repo --config=x gc", "undecidable"},
 	{"arr[0]=x git add .", "parse-error"},
+	{"git --git-dir=\"$GD\" --work-tree=\"$W\" log", "allow"},
+	{"git --git-dir=\"$GD\" commit", "git:commit"},
+	{"git --exec-path=\"$D\" status", "git:--exec-path"},
+	{"git config user.name \"$NAME\"", "git:config"},
+	{"git config --get \"$KEY\"", "allow"},
+	{"git stash show -p \"$REF\"", "allow"},
+	{"git remote add \"$N\" \"$URL\"", "git:remote"},
 	// Parse errors.
 	{"echo 'unterminated", "parse-error"},
 	{"if true; then", "parse-error"},

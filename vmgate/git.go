@@ -79,10 +79,18 @@ func (w *walker) analyzeGit(args []field, dashed string, c *callCtx) gitResult {
 		i := 0
 		for ; i < len(args); i++ {
 			a := args[i]
-			if a.dyn {
-				return gitResult{kind: gitUndecidable, why: "git's subcommand or options are only known at run time"}
-			}
 			s := a.s
+			if a.dyn {
+				// --git-dir="$D": the option is known, only its value is not.
+				name, _, hasValue := strings.Cut(s, "=")
+				if !strings.HasPrefix(s, "--") || !hasValue || strings.IndexByte(name, dynMark) >= 0 || name == "--config-env" {
+					return gitResult{kind: gitUndecidable, why: "git's subcommand or options are only known at run time"}
+				}
+				if name == "--exec-path" {
+					return gitResult{kind: gitWrite, sub: "--exec-path", why: "git --exec-path=DIR makes git run the programs in DIR"}
+				}
+				continue
+			}
 			if s == "" || s[0] != '-' {
 				break
 			}
@@ -330,11 +338,20 @@ func splitArgs(args []field, valueOpts string, more bool) gitArgs {
 	g := gitArgs{dyn: more}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
+		s := a.s
 		if a.dyn {
+			// A word that starts with a known character other than "-" is
+			// an operand; one that starts unknown may be an option too.
+			if s[0] == dynMark {
+				g.dyn = true
+			}
+			if s[0] != '-' {
+				g.ops = append(g.ops, a)
+				continue
+			}
 			g.dyn = true
 			continue
 		}
-		s := a.s
 		if s == "--" {
 			g.ops = append(g.ops, args[i+1:]...)
 			for _, f := range args[i+1:] {
@@ -443,11 +460,11 @@ func (w *walker) classify(sub string, rest []field, c *callCtx) gitResult {
 				return write
 			}
 		}
+		if len(g.ops) >= 2 {
+			return write // a key and a value, whatever they hold
+		}
 		if g.dyn {
 			return undecided
-		}
-		if len(g.ops) >= 2 {
-			return write
 		}
 		return read
 	case "tag":
