@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"github.com/vmspool/vmspool/internal/ops"
 	"github.com/vmspool/vmspool/spool"
 	"github.com/vmspool/vmspool/watchd/web"
 )
@@ -36,6 +37,8 @@ type ServerConfig struct {
 	KeepAlive time.Duration
 	// MaxChats caps the chats listed by GET /chats. Default 500.
 	MaxChats int
+	// Metrics counts streams, events sent and requests; nil counts nothing.
+	Metrics *ops.WatchdMetrics
 }
 
 // Server serves the chats' progress over HTTP: GET /chats/C the current
@@ -65,11 +68,14 @@ func NewServer(cfg ServerConfig) *Server {
 		l.SetOutput(discard{})
 		s.log = l
 	}
-	s.mux.HandleFunc("GET /{$}", s.servePage)
-	s.mux.HandleFunc("GET /{file}", s.servePage)
-	s.mux.HandleFunc("GET /chats", s.serveChats)
-	s.mux.HandleFunc("GET /chats/{chat}", s.serveDoc)
-	s.mux.HandleFunc("GET /chats/{chat}/events", s.serveEvents)
+	m := cfg.Metrics
+	// Routes are counted by a fixed name, never by path: chat ids would
+	// make a series each.
+	s.mux.Handle("GET /{$}", m.Instrument("page", http.HandlerFunc(s.servePage)))
+	s.mux.Handle("GET /{file}", m.Instrument("page", http.HandlerFunc(s.servePage)))
+	s.mux.Handle("GET /chats", m.Instrument("chats", http.HandlerFunc(s.serveChats)))
+	s.mux.Handle("GET /chats/{chat}", m.Instrument("chat", http.HandlerFunc(s.serveDoc)))
+	s.mux.Handle("GET /chats/{chat}/events", m.Instrument("events", http.HandlerFunc(s.serveEvents)))
 	return s
 }
 
@@ -243,6 +249,15 @@ func SSE(o Output) []byte {
 	return fmt.Appendf(nil, "id: %s\nevent: %s\ndata: %s\n\n", EventID(o), o.Kind, b)
 }
 
+// metricKind is the kind an output is counted under: the end, or a status
+// (every other line a person reads).
+func metricKind(k Kind) string {
+	if k == End {
+		return "end"
+	}
+	return "status"
+}
+
 // serveEvents streams the chat's run as server-sent events, with the
 // guards applied for this subscriber: ?job=J follows that job (whatever
 // its stamp), and a Last-Event-ID (or ?last=N) resumes after that seq. The
@@ -287,6 +302,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.subs.Add(-1)
+	defer s.cfg.Metrics.Subscribed()()
 	wt, err := NewWatcher(s.cfg.Spool, s.cfg.Hub, chat, Guards{Began: began, Job: job, Last: last})
 	if err != nil {
 		httpError(w, http.StatusBadRequest, "watchd: %v", err)
@@ -316,9 +332,11 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 		var buf []byte
 		if len(out) == 0 {
 			buf = []byte(": keep-alive\n\n")
+			s.cfg.Metrics.Sent("ping")
 		}
 		for _, o := range out {
 			buf = append(buf, SSE(o)...)
+			s.cfg.Metrics.Sent(metricKind(o.Kind))
 		}
 		sent += len(out)
 		if _, err := w.Write(buf); err != nil {

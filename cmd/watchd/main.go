@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/vmspool/vmspool/internal/cli"
+	"github.com/vmspool/vmspool/internal/ops"
 	"github.com/vmspool/vmspool/spool"
 	"github.com/vmspool/vmspool/watchd"
 )
@@ -246,8 +248,14 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	base, stopStreams := context.WithCancel(context.Background())
 	defer stopStreams()
 	go hub.Run(base)
-	srv := watchd.NewServer(watchd.ServerConfig{Spool: s, Hub: hub, Log: log, MaxSubscribers: maxSubs})
+	reg := ops.NewRegistry(name, true)
+	metrics := ops.NewWatchdMetrics(reg)
+	srv := watchd.NewServer(watchd.ServerConfig{Spool: s, Hub: hub, Log: log, MaxSubscribers: maxSubs, Metrics: metrics})
 	hs := srv.HTTPServer(listen, base)
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", metrics.Instrument("metrics", ops.MetricsHandler(reg)))
+	mux.Handle("/", srv)
+	hs.Handler = mux
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	if addrFile != "" {
@@ -260,6 +268,15 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		mode = "poll " + c.poll.String()
 	}
 	log.WithFields(map[string]any{"addr": addr.String(), "spool": s.Dir, "watch": mode}).Info("listening")
+	// Ready once the address is known and written: a unit ordered after
+	// this one may connect at once.
+	notifier := ops.NewNotifier()
+	if err := notifier.Ready(); err != nil {
+		log.WithError(err).Warn("telling systemd we are ready")
+	}
+	if _, err := notifier.StartWatchdog(base, ops.DirHealth(s.Dir)); err != nil {
+		log.WithError(err).Warn("systemd watchdog")
+	}
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
@@ -267,6 +284,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	select {
 	case sig := <-sigs:
 		log.WithField("signal", sig.String()).Info("shutting down")
+		notifier.Stopping()
 	case err := <-errc:
 		return fail(stderr, cli.ExitFail, "serve: %v", err)
 	}

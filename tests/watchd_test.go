@@ -1,0 +1,637 @@
+package tests
+
+// The watchd stories, with the real binaries as separate processes: a
+// chat's second run followed from its submit, the two guards of
+// invariant 7 one at a time, serve's streams and resumes, and the demo.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vmspool/vmspool/spool"
+)
+
+// watchdSpoold starts spoold on dir and stops it (SIGTERM, then -9) when
+// the test ends. Its log goes to dir/../spoold.log.
+func watchdSpoold(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	logf, err := os.Create(filepath.Join(filepath.Dir(dir), "spoold.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin("spoold"), append([]string{"--spool", dir, "--workers", "8"}, args...)...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+		logf.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logf.Name())
+			t.Logf("spoold log:\n%s", lastLines(b, 30))
+		}
+	})
+	// spoold creates the tree; wait for it.
+	watchdWaitFor(t, "spoold to create the tree", func() bool {
+		_, err := os.Stat(filepath.Join(dir, "progress"))
+		return err == nil
+	})
+}
+
+func lastLines(b []byte, n int) string {
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func watchdWaitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// watchdSubmit runs `spool submit` and returns the job id.
+func watchdSubmit(t *testing.T, dir, chat string, argv ...string) string {
+	t.Helper()
+	out, err := exec.Command(bin("spool"), append([]string{"--spool", dir, "submit", "--chat", chat, "--"}, argv...)...).Output()
+	if err != nil {
+		t.Fatalf("spool submit: %v", watchdErr(err))
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func watchdErr(err error) error {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return fmt.Errorf("%w: %s", err, ee.Stderr)
+	}
+	return err
+}
+
+// watchdSays is a job's argv: it says each text, sleeping pause between
+// them, after a first sleep. It appends to $SPOOL_EVENTS the shell's way
+// (SPOOL.md), which costs no process per line: `spool say` is in the
+// other stories and the demo.
+func watchdSays(first, pause time.Duration, texts ...string) []string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "sleep %.3f", first.Seconds())
+	for _, x := range texts {
+		fmt.Fprintf(&b, "; echo %q >> \"$SPOOL_EVENTS\"; sleep %.3f", x, pause.Seconds())
+	}
+	return []string{"sh", "-c", b.String()}
+}
+
+// watchdFollower is a running `watchd follow`.
+type watchdFollower struct {
+	cmd    *exec.Cmd
+	stdout bytes.Buffer
+	stderr bytes.Buffer
+	done   chan struct{}
+	code   int
+}
+
+func watchdFollow(t *testing.T, dir string, args ...string) *watchdFollower {
+	t.Helper()
+	f := &watchdFollower{done: make(chan struct{})}
+	f.cmd = exec.Command(bin("watchd"), append([]string{"follow", "--spool", dir}, args...)...)
+	f.cmd.Stdout, f.cmd.Stderr = &f.stdout, &f.stderr
+	if err := f.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		f.cmd.Wait()
+		f.code = f.cmd.ProcessState.ExitCode()
+		close(f.done)
+	}()
+	t.Cleanup(func() { f.cmd.Process.Kill(); <-f.done })
+	return f
+}
+
+// wait waits for the follower to exit and returns its exit code and lines.
+func (f *watchdFollower) wait(t *testing.T) (int, []string) {
+	t.Helper()
+	select {
+	case <-f.done:
+	case <-time.After(60 * time.Second):
+		f.cmd.Process.Kill()
+		<-f.done
+		t.Fatalf("watchd follow did not exit; stdout:\n%s\nstderr:\n%s", f.stdout.String(), f.stderr.String())
+	}
+	return f.code, strings.Split(strings.TrimRight(f.stdout.String(), "\n"), "\n")
+}
+
+func (f *watchdFollower) running() bool {
+	select {
+	case <-f.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// watchdStatuses keeps the lines that are statuses said by a job (not the
+// daemon's notes, which name a worker).
+func watchdStatuses(lines []string) []string {
+	var out []string
+	for _, l := range lines {
+		if !strings.HasPrefix(l, "started: ") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func watchdOpen(t *testing.T, dir string) *spool.Spool {
+	t.Helper()
+	s, err := spool.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func watchdWaitEnded(t *testing.T, s *spool.Spool, job string) spool.State {
+	t.Helper()
+	var st spool.State
+	watchdWaitFor(t, "job "+job+" to end", func() bool {
+		st, _ = s.State(job)
+		if !st.Final() {
+			return false
+		}
+		// The done document follows the result.
+		p, err := s.ReadProgress(mustChat(t, s, job))
+		return err == nil && p.Job == job && p.Done
+	})
+	return st
+}
+
+func mustChat(t *testing.T, s *spool.Spool, job string) string {
+	sp, err := s.ReadSpec(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sp.Chat
+}
+
+// watchdWaitWatching waits until process pid holds an inotify instance
+// (or, with --poll, has started its threads): its start is stamped by then.
+func watchdWaitWatching(t *testing.T, pid int) {
+	t.Helper()
+	watchdWaitFor(t, "the watcher to start", func() bool {
+		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		for _, fd := range fds {
+			if l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); strings.Contains(l, "inotify") {
+				return true
+			}
+		}
+		// --poll: no inotify; the spool's directory is open once running.
+		for _, fd := range fds {
+			if l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); strings.HasSuffix(l, "/spool") {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// watchdStory is the issue's story once, in chat: run 1 ends done; run 2
+// is submitted in the same chat and its watcher starts at once; the
+// watcher relays every status of run 2, in order, none of run 1's, and
+// exits 0 only after run 2 ended.
+func watchdStory(t *testing.T, s *spool.Spool, dir, chat string, withJob bool, extra ...string) {
+	r := rand.New(rand.NewPCG(rand.Uint64(), 0))
+	ms := func() time.Duration { return time.Duration(r.IntN(31)) * time.Millisecond }
+	j1 := watchdSubmit(t, dir, chat, watchdSays(0, 0, "r1-a", "r1-b", "r1-c")...)
+	if st := watchdWaitEnded(t, s, j1); st != spool.Done {
+		t.Fatalf("run 1 %s", st)
+	}
+	want := []string{"r2-1", "r2-2", "r2-3", "r2-4", "r2-5"}
+	args := append([]string{"--chat", chat, "--timeout", "50s"}, extra...)
+	var j2 string
+	var f *watchdFollower
+	if withJob {
+		time.Sleep(ms())
+		j2 = watchdSubmit(t, dir, chat, watchdSays(ms(), time.Millisecond, want...)...)
+		time.Sleep(ms())
+		f = watchdFollow(t, dir, append(args, "--job", j2)...)
+	} else {
+		// Without the job id only the stamp guard holds, so the watcher
+		// must have started before the run's last flush: it starts first
+		// (past the 10 ms rounding of run 1's last stamp), then the run is
+		// submitted.
+		time.Sleep(20*time.Millisecond + ms())
+		f = watchdFollow(t, dir, args...)
+		watchdWaitWatching(t, f.cmd.Process.Pid)
+		time.Sleep(ms())
+		j2 = watchdSubmit(t, dir, chat, watchdSays(ms(), time.Millisecond, want...)...)
+	}
+	code, lines := f.wait(t)
+	st, _ := s.State(j2)
+	if code != 0 || st != spool.Done {
+		t.Fatalf("chat %s: follow exited %d with run 2 %q; stdout:\n%s\nstderr:\n%s", chat, code, st, f.stdout.String(), f.stderr.String())
+	}
+	got := watchdStatuses(lines)
+	wantLines := append(append([]string{}, want...), "run "+j2+" done")
+	if strings.Join(got, "\n") != strings.Join(wantLines, "\n") {
+		t.Fatalf("chat %s: follow said\n%s\nwant\n%s", chat, strings.Join(lines, "\n"), strings.Join(wantLines, "\n"))
+	}
+}
+
+func watchdStories(t *testing.T, n, parallel int, extra ...string) {
+	dir := newSpool(t)
+	watchdSpoold(t, dir)
+	s := watchdOpen(t, dir)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, parallel)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			t.Run(fmt.Sprintf("story%02d", i), func(t *testing.T) {
+				watchdStory(t, s, dir, fmt.Sprintf("chat%02d", i), i%3 != 2, extra...)
+			})
+		}(i)
+	}
+	wg.Wait()
+}
+
+// TestWatchdStory runs the story 50 times, a third of them without the job
+// id, with random delays between submit, the watcher's start and the run's
+// first event.
+func TestWatchdStory(t *testing.T) {
+	watchdStories(t, 50, 8)
+}
+
+// TestWatchdStoryPoll is the story with --poll, the shared filesystems' way.
+func TestWatchdStoryPoll(t *testing.T) {
+	watchdStories(t, 10, 5, "--poll", "20ms")
+}
+
+// TestWatchdStampGuardWithoutRemoval: an older submitter wrote only
+// <job>.ready and left the previous run's done document in place. A
+// watcher started then must not take it for the new run.
+func TestWatchdStampGuardWithoutRemoval(t *testing.T) {
+	dir := newSpool(t)
+	watchdSpoold(t, dir)
+	s := watchdOpen(t, dir)
+	j1 := watchdSubmit(t, dir, "c", watchdSays(0, 0, "old-1", "old-2")...)
+	watchdWaitEnded(t, s, j1)
+	time.Sleep(30 * time.Millisecond) // beyond the 10 ms rounding
+	f := watchdFollow(t, dir, "--chat", "c", "--timeout", "50s")
+	time.Sleep(300 * time.Millisecond)
+	if !f.running() {
+		t.Fatalf("the watcher took the previous run's document: exit %d, said %q", f.code, f.stdout.String())
+	}
+	// The hand submission of SPOOL.md, without its rm.
+	spec := fmt.Sprintf(`{"chat":"c","argv":["sh","-c","spool say new-1; spool say new-2"]}`)
+	if err := os.WriteFile(filepath.Join(dir, ".j2.json"), []byte(spec), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	os.Rename(filepath.Join(dir, ".j2.json"), filepath.Join(dir, "j2.json"))
+	os.WriteFile(filepath.Join(dir, ".j2.ready"), nil, 0o640)
+	os.Rename(filepath.Join(dir, ".j2.ready"), filepath.Join(dir, "j2.ready"))
+	code, lines := f.wait(t)
+	if got := strings.Join(watchdStatuses(lines), "|"); code != 0 || got != "new-1|new-2|run j2 done" {
+		t.Fatalf("exit %d, said %q", code, got)
+	}
+}
+
+// TestWatchdJobGuard: a stale document of another job, stamped after the
+// watcher's start, is not the followed job's.
+func TestWatchdJobGuard(t *testing.T) {
+	dir := newSpool(t)
+	watchdSpoold(t, dir)
+	s := watchdOpen(t, dir)
+	const j2 = "01JOBGUARD0000000000000002"
+	f := watchdFollow(t, dir, "--chat", "c", "--job", j2, "--timeout", "50s")
+	time.Sleep(100 * time.Millisecond)
+	exit := 0
+	stale := &spool.Progress{Job: "01OLDJOB000000000000000001", Chat: "c", Seq: 1, Done: true, State: spool.Done, Exit: &exit,
+		Status: "old news", Events: []spool.Event{{Seq: 1, Type: spool.EventStatus, Text: "old news"}}}
+	if err := s.WriteProgress(stale); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if !f.running() {
+		t.Fatalf("the watcher took another job's document: exit %d, said %q", f.code, f.stdout.String())
+	}
+	out, err := exec.Command(bin("spool"), "--spool", dir, "submit", "--chat", "c", "--id", j2, "--", "sh", "-c", "spool say mine").Output()
+	if err != nil || strings.TrimSpace(string(out)) != j2 {
+		t.Fatalf("submit: %q %v", out, watchdErr(err))
+	}
+	code, lines := f.wait(t)
+	if got := strings.Join(watchdStatuses(lines), "|"); code != 0 || got != "mine|run "+j2+" done" {
+		t.Fatalf("exit %d, said %q", code, got)
+	}
+}
+
+// TestWatchdEndedBeforeWatcher: a run that ended before its watcher
+// started is reported, not waited on, when the job id is known.
+func TestWatchdEndedBeforeWatcher(t *testing.T) {
+	dir := newSpool(t)
+	watchdSpoold(t, dir)
+	s := watchdOpen(t, dir)
+	j := watchdSubmit(t, dir, "c", "sh", "-c", "spool say working; exit 3")
+	watchdWaitEnded(t, s, j)
+	time.Sleep(30 * time.Millisecond)
+	start := time.Now()
+	f := watchdFollow(t, dir, "--chat", "c", "--job", j, "--json")
+	code, lines := f.wait(t)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1 (failed); said %q", code, lines)
+	}
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("took %v: it waited instead of reporting", took)
+	}
+	var last struct {
+		Type string
+		Data struct {
+			Description string
+			Done        bool
+		}
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil || !last.Data.Done || !strings.HasPrefix(last.Data.Description, "failed (exit 3)") {
+		t.Errorf("last line %q (%v)", lines[len(lines)-1], err)
+	}
+	if !strings.Contains(strings.Join(lines, "\n"), `"description":"working"`) {
+		t.Errorf("the run's status is missing: %q", lines)
+	}
+	// And when a later run's document replaced its own, from its result.
+	j2 := watchdSubmit(t, dir, "c", "sh", "-c", "spool say later")
+	watchdWaitEnded(t, s, j2)
+	f = watchdFollow(t, dir, "--chat", "c", "--job", j)
+	code, lines = f.wait(t)
+	if code != 1 || strings.Join(watchdStatuses(lines), "|") != "working|run "+j+" failed (exit 3): exit status 3" {
+		t.Errorf("superseded: exit %d, said %q", code, lines)
+	}
+}
+
+// TestWatchdFollowErrors: bad input is one line and exit 2; a timeout is
+// 124 with a last "done": true status.
+func TestWatchdFollowErrors(t *testing.T) {
+	dir := newSpool(t)
+	for _, args := range [][]string{
+		{"follow", "--spool", dir, "--chat", "../x"},
+		{"follow", "--spool", dir, "--chat", "c", "--job", ".hidden"},
+		{"follow", "--spool", dir},
+		{"follow", "--spool", filepath.Join(dir, "nope"), "--chat", "c"},
+		{"bogus"},
+	} {
+		cmd := exec.Command(bin("watchd"), args...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		if cmd.ProcessState.ExitCode() != 2 || strings.Count(strings.TrimSpace(stderr.String()), "\n") != 0 || stderr.Len() == 0 {
+			t.Errorf("watchd %q: %v, stderr %q", args, err, stderr.String())
+		}
+	}
+	os.MkdirAll(filepath.Join(dir, "progress"), 0o750)
+	cmd := exec.Command(bin("watchd"), "follow", "--spool", dir, "--chat", "c", "--json", "--timeout", "200ms")
+	out, _ := cmd.Output()
+	if cmd.ProcessState.ExitCode() != 124 || !strings.Contains(string(out), `"done":true`) {
+		t.Errorf("timeout: exit %d, %q", cmd.ProcessState.ExitCode(), out)
+	}
+	for _, args := range [][]string{{"--version"}, {"follow", "--version"}, {"-h"}, {"serve", "-h"}} {
+		if out, err := exec.Command(bin("watchd"), args...).CombinedOutput(); err != nil || len(out) == 0 {
+			t.Errorf("watchd %q: %v %q", args, err, out)
+		}
+	}
+}
+
+// watchdServe starts `watchd serve` on a free loopback port and returns its
+// base URL.
+func watchdServe(t *testing.T, dir string, args ...string) (string, *exec.Cmd) {
+	t.Helper()
+	addrFile := filepath.Join(t.TempDir(), "addr")
+	logf, _ := os.Create(filepath.Join(filepath.Dir(dir), "watchd.log"))
+	cmd := exec.Command(bin("watchd"), append([]string{"serve", "--spool", dir, "--listen", "127.0.0.1:0", "--addr-file", addrFile}, args...)...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		logf.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logf.Name())
+			t.Logf("watchd serve log:\n%s", lastLines(b, 30))
+		}
+	})
+	var addr []byte
+	watchdWaitFor(t, "watchd serve to listen", func() bool {
+		addr, _ = os.ReadFile(addrFile)
+		return len(addr) > 0
+	})
+	return "http://" + strings.TrimSpace(string(addr)), cmd
+}
+
+type watchdSSE struct {
+	id, event string
+	data      map[string]any
+}
+
+// watchdStream opens an event stream and sends its events on a channel,
+// closed at the stream's end.
+func watchdStream(t *testing.T, ctx context.Context, url, lastID string) (<-chan watchdSSE, int) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan watchdSSE, 1024)
+	go func() {
+		defer close(ch)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		var ev watchdSSE
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line == "":
+				if ev.event != "" {
+					ch <- ev
+				}
+				ev = watchdSSE{}
+			case strings.HasPrefix(line, "id: "):
+				ev.id = line[4:]
+			case strings.HasPrefix(line, "event: "):
+				ev.event = line[7:]
+			case strings.HasPrefix(line, "data: "):
+				json.Unmarshal([]byte(line[6:]), &ev.data)
+			}
+		}
+	}()
+	return ch, resp.StatusCode
+}
+
+func watchdTexts(ch <-chan watchdSSE) []string {
+	var out []string
+	for ev := range ch {
+		if ev.event == "note" {
+			continue
+		}
+		out = append(out, ev.id+":"+fmt.Sprint(ev.data["text"]))
+	}
+	return out
+}
+
+// TestWatchdServeSubscribers: two subscribers of one chat and one of
+// another see exactly their events.
+func TestWatchdServeSubscribers(t *testing.T) {
+	dir := newSpool(t)
+	watchdSpoold(t, dir)
+	url, _ := watchdServe(t, dir)
+	s := watchdOpen(t, dir)
+	ctx := t.Context()
+	a1, _ := watchdStream(t, ctx, url+"/chats/a/events", "")
+	a2, _ := watchdStream(t, ctx, url+"/chats/a/events", "")
+	b1, _ := watchdStream(t, ctx, url+"/chats/b/events", "")
+	time.Sleep(100 * time.Millisecond)
+	ja := watchdSubmit(t, dir, "a", watchdSays(0, 10*time.Millisecond, "a1", "a2", "a3", "a4")...)
+	jb := watchdSubmit(t, dir, "b", watchdSays(0, 10*time.Millisecond, "b1", "b2", "b3")...)
+	var got [3][]string
+	var wg sync.WaitGroup
+	for i, ch := range []<-chan watchdSSE{a1, a2, b1} {
+		wg.Add(1)
+		go func() { defer wg.Done(); got[i] = watchdTexts(ch) }()
+	}
+	wg.Wait()
+	watchdWaitEnded(t, s, ja)
+	watchdWaitEnded(t, s, jb)
+	wantA := "2:a1 3:a2 4:a3 5:a4 6.end:done"
+	wantB := "2:b1 3:b2 4:b3 5.end:done"
+	for i, want := range []string{wantA, wantA, wantB} {
+		if g := strings.Join(got[i], " "); g != want {
+			t.Errorf("subscriber %d got %q, want %q", i, g, want)
+		}
+	}
+	resp, err := http.Get(url + "/chats/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p spool.Progress
+	json.NewDecoder(resp.Body).Decode(&p)
+	resp.Body.Close()
+	if p.Job != ja || !p.Done {
+		t.Errorf("GET /chats/a: %+v", p)
+	}
+}
+
+// TestWatchdServeResume: a reconnect with Last-Event-ID gets nothing twice
+// and misses nothing.
+func TestWatchdServeResume(t *testing.T) {
+	dir := newSpool(t)
+	watchdSpoold(t, dir)
+	url, _ := watchdServe(t, dir)
+	s := watchdOpen(t, dir)
+	var says []string
+	for i := 1; i <= 30; i++ {
+		says = append(says, fmt.Sprintf("s%02d", i))
+	}
+	j := watchdSubmit(t, dir, "c", watchdSays(0, 15*time.Millisecond, says...)...)
+	stream := url + "/chats/c/events?job=" + j
+	var seen []string
+	last := ""
+	for round := 0; ; round++ {
+		ctx, cancel := context.WithCancel(t.Context())
+		ch, code := watchdStream(t, ctx, stream, last)
+		if code == http.StatusNoContent {
+			cancel()
+			break
+		}
+		n := 0
+		for ev := range ch {
+			if ev.event != "note" {
+				seen = append(seen, ev.id+":"+fmt.Sprint(ev.data["text"]))
+			}
+			last = ev.id
+			if n++; n == 4 || ev.event == "end" {
+				break
+			}
+		}
+		cancel() // drop the connection mid-run
+		if strings.HasSuffix(last, ".end") {
+			// Once more: a client that had the end is told 204.
+			_, code := watchdStream(t, t.Context(), stream, last)
+			if code != http.StatusNoContent {
+				t.Errorf("after the end: %d, want 204", code)
+			}
+			break
+		}
+		if round > 100 {
+			t.Fatal("too many rounds")
+		}
+	}
+	watchdWaitEnded(t, s, j)
+	var want []string
+	for i, x := range says {
+		want = append(want, fmt.Sprintf("%d:%s", i+2, x))
+	}
+	want = append(want, fmt.Sprintf("%d.end:done", len(says)+2))
+	if strings.Join(seen, " ") != strings.Join(want, " ") {
+		t.Errorf("seen\n%s\nwant\n%s", strings.Join(seen, " "), strings.Join(want, " "))
+	}
+}
+
+// TestWatchdServeShutdown: SIGTERM ends the streams and the process exits 0.
+func TestWatchdServeShutdown(t *testing.T) {
+	dir := newSpool(t)
+	watchdSpoold(t, dir)
+	url, cmd := watchdServe(t, dir)
+	ch, _ := watchdStream(t, t.Context(), url+"/chats/c/events", "")
+	time.Sleep(50 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream is still open after SIGTERM")
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("watchd serve exited %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("watchd serve did not exit")
+	}
+}
