@@ -415,6 +415,13 @@ var tableCases = []struct{ script, want string }{
 	{"git config --get \"$KEY\"", "allow"},
 	{"git stash show -p \"$REF\"", "allow"},
 	{"git remote add \"$N\" \"$URL\"", "git:remote"},
+	{"script -qc 'git push' /dev/null", "git:push"},
+	{"script -q -c 'git log' /dev/null", "allow"},
+	{"strace -f -o /tmp/t git push", "git:push"},
+	{"strace -p 1234", "allow"},
+	{"parallel git add ::: a b", "git:add"},
+	{"parallel -j4 'git log -1 {}' ::: a b", "allow"},
+	{"pkexec git commit", "git:commit"},
 	// Parse errors.
 	{"echo 'unterminated", "parse-error"},
 	{"if true; then", "parse-error"},

@@ -151,6 +151,52 @@ func (w *walker) exec(argv []field, c *callCtx) {
 			}
 		}
 		w.code(joinFields(args[i:]), c, nil, true) // watch runs sh -c
+	case "strace", "ltrace":
+		i, ok := skipOpts(args, optSpec{short: "abeEIoOpPsSuUXAFlLn", long: []string{"output", "trace", "signal", "attach", "user", "env", "string-limit"}})
+		for _, a := range args[:min(i, len(args))] {
+			if a.s == "-p" || strings.HasPrefix(a.s, "--attach") {
+				return // traces running processes, starts none
+			}
+		}
+		w.wrapped(args, i, ok, &inner)
+	case "pkexec":
+		i, ok := skipOpts(args, optSpec{long: []string{"user"}})
+		w.wrapped(args, i, ok, &inner)
+	case "script":
+		// script -c CMD runs CMD with the shell.
+		for k := 0; k+1 < len(args); k++ {
+			s := args[k].s
+			if s == "-c" || s == "--command" || len(s) > 2 && s[0] == '-' && s[1] != '-' && s[len(s)-1] == 'c' {
+				w.code(args[k+1], c, nil, false)
+				return
+			}
+			if v, ok := strings.CutPrefix(s, "--command="); ok {
+				f := args[k]
+				f.s = v
+				w.code(f, c, nil, false)
+				return
+			}
+		}
+	case "parallel":
+		// GNU parallel runs its command template with the shell; what
+		// follows ::: is input.
+		i, ok := skipOpts(args, optSpec{short: "jNnaSIdEs", long: []string{"jobs", "arg-file", "sshlogin", "delimiter", "max-args", "eof", "colsep", "joblog", "results", "tmpdir", "workdir", "timeout", "delay", "retries"}})
+		if !ok {
+			w.dynamicCommand(args[i:], &inner)
+			return
+		}
+		j := i
+		for j < len(args) && args[j].s != ":::" && args[j].s != "::::" && args[j].s != ":::+" {
+			j++
+		}
+		if j > i {
+			tmpl := joinFields(args[i:j])
+			if strings.Contains(tmpl.s, "{") {
+				tmpl.s = strings.NewReplacer("{}", string(dynMark), "{.}", string(dynMark), "{/}", string(dynMark), "{//}", string(dynMark), "{/.}", string(dynMark), "{#}", string(dynMark)).Replace(tmpl.s)
+				tmpl.dyn = true
+			}
+			w.code(tmpl, c, nil, true)
+		}
 	case "alias":
 		w.defineAlias(args)
 	case "shopt":
