@@ -564,8 +564,16 @@ func (w *walker) alias(v value, c *callCtx) {
 			rest = w.src[a:b]
 		}
 	}
-	delete(w.aliases, c.callWord.Lit()) // an alias is not expanded within itself
+	// An alias is not expanded within its own expansion.
+	name := c.callWord.Lit()
+	delete(w.aliases, name)
 	w.code(field{s: v.s + rest}, c, nil, true)
+	if w.aliases == nil {
+		w.aliases = map[string]value{}
+	}
+	if _, redefined := w.aliases[name]; !redefined {
+		w.aliases[name] = v
+	}
 }
 
 func (w *walker) set(args []field) {
