@@ -23,6 +23,9 @@ import (
 const (
 	coalesce  = 20 * time.Millisecond
 	keepalive = 4 * time.Second
+	// recordPGID is when (at the latest) a job's process group is written
+	// into its lease.
+	recordPGID = time.Second
 )
 
 // why a run is being ended
@@ -112,11 +115,10 @@ func (d *Daemon) execute(sp *spool.Spec, l *spool.Lease, prev *spool.Lease, chat
 	if specLock == nil {
 		return
 	}
-	r.event(spool.Event{Type: spool.EventStart, Text: fmt.Sprintf("attempt %d started by %s", l.Attempt, d.cfg.Worker)})
-	r.sync()
-
 	var script *os.File
 	if sp.Script != nil {
+		// The gate decides before anything of the script runs; a refusal
+		// is the attempt's whole story: a gate event and the end.
 		v := d.decide(*sp.Script)
 		if !v.Allowed {
 			specLock.Close()
@@ -126,6 +128,8 @@ func (d *Daemon) execute(sp *spool.Spec, l *spool.Lease, prev *spool.Lease, chat
 			return
 		}
 	}
+	r.event(spool.Event{Type: spool.EventStart, Text: fmt.Sprintf("attempt %d started by %s", l.Attempt, d.cfg.Worker)})
+	r.sync()
 	cmd, err := r.command()
 	if err != nil {
 		specLock.Close()
@@ -176,15 +180,6 @@ func (d *Daemon) execute(sp *spool.Spec, l *spool.Lease, prev *spool.Lease, chat
 	r.pgid = cmd.Process.Pid
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	r.lease.PGID = r.pgid
-	if err := d.s.UpdateLease(r.lease); err != nil {
-		r.log.WithError(err).Warn("lease lost at start: stopping the job, writing nothing")
-		r.reason = endLeaseLost
-		signalGroup(r.pgid, syscall.SIGKILL)
-		<-exited
-		d.endAttempt(r.job, r.sp.Chat, r.pgid, d.cfg.KillGrace)
-		return
-	}
 	r.log.WithField("pid", r.pgid).Info("started")
 	r.loop(exited)
 }
@@ -370,6 +365,16 @@ func (r *run) loop(exited <-chan error) {
 		defer t.Stop()
 		pollC = t.C
 	}
+	// The process group goes into the lease a moment after the start, not
+	// at once: a durable write per job is what no-op jobs cost most, most
+	// jobs that short are over by then, and a recoverer that finds no
+	// pgid finds the processes by the locks they inherited (holders).
+	record := d.cfg.Lease / 3
+	if record > recordPGID {
+		record = recordPGID
+	}
+	recordT := time.NewTimer(record)
+	defer recordT.Stop()
 	var flushT *time.Timer
 	var flushC <-chan time.Time
 	var killT *time.Timer
@@ -422,6 +427,16 @@ func (r *run) loop(exited <-chan error) {
 			r.checkAnswer()
 		case <-r.answerWake:
 			r.checkAnswer()
+		case <-recordT.C:
+			r.lease.PGID = r.pgid
+			if err := d.s.UpdateLease(r.lease); err != nil {
+				stop(endLeaseLost, "lease lost: stopping the job, writing nothing")
+			}
+		case <-recordT.C:
+			r.lease.PGID = r.pgid
+			if err := d.s.UpdateLease(r.lease); err != nil {
+				stop(endLeaseLost, "lease lost: stopping the job, writing nothing")
+			}
 		case <-hb.C:
 			if err := d.s.Heartbeat(r.lease); err != nil {
 				if errors.Is(err, spool.ErrLeaseLost) {

@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -715,4 +714,64 @@ func TestSpooldCommand(t *testing.T) {
 	}
 }
 
-var _ = sort.Strings
+
+// TestSpooldPoll: with --poll (no inotify), jobs are claimed, their events
+// relayed, a cancel seen, a chat's waiting job run after the first ends.
+func TestSpooldPoll(t *testing.T) {
+	dir := newSpool(t)
+	spooldStart(t, dir, "--poll", "50ms", "--workers", "2", "--kill-grace", "500ms")
+	s := spooldOpen(t, dir)
+	first := spooldSubmit(t, dir, "--chat", "p", "--", "sh", "-c", `echo "working" >> "$SPOOL_EVENTS"; sleep 0.3`)
+	second := spooldSubmit(t, dir, "--chat", "p", "--", "true")
+	long := spooldSubmit(t, dir, "--chat", "l", "--", "sleep", "30")
+	if r := spooldWaitEnd(t, s, first, 10*time.Second); r.State != spool.Done {
+		t.Errorf("first: %s", r.State)
+	}
+	if evs := spooldEvents(t, s, first); !spooldHasEvent(evs, spool.EventStatus, "working") {
+		t.Errorf("events: %+v", evs)
+	}
+	if r := spooldWaitEnd(t, s, second, 10*time.Second); r.State != spool.Done {
+		t.Errorf("second: %s", r.State)
+	}
+	spooldEventually(t, 10*time.Second, "the long job to run", func() bool {
+		st, _ := s.State(long)
+		return st == spool.Running
+	})
+	if err := s.RequestCancel(long, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if r := spooldWaitEnd(t, s, long, 10*time.Second); r.State != spool.Cancelled {
+		t.Errorf("cancel in poll mode: %s", r.State)
+	}
+}
+
+// TestSpooldLeaseLost: a daemon whose lease was taken over stops its job
+// and writes nothing of it; the taker's lease, once stale, is recovered.
+func TestSpooldLeaseLost(t *testing.T) {
+	dir := newSpool(t)
+	d := spooldStart(t, dir, "--lease", "1s", "--kill-grace", "500ms", "--worker", "A")
+	s := spooldOpen(t, dir)
+	job := spooldSubmit(t, dir, "--chat", "x", "--", "sleep", "30")
+	spooldEventually(t, 10*time.Second, "the job to run", func() bool {
+		held, _ := s.SpecLocked(job)
+		return held
+	})
+	spooldEditLease(t, s, job, func(m map[string]any) { m["worker"] = "thief" })
+	spooldEventually(t, 10*time.Second, "the job's processes to end", func() bool {
+		held, _ := s.SpecLocked(job)
+		return !held
+	})
+	if !strings.Contains(d.logText(), "lease lost") {
+		t.Errorf("no lease lost line in the log")
+	}
+	r := spooldWaitEnd(t, s, job, 15*time.Second)
+	if r.State != spool.Failed || r.Error == nil || *r.Error != "worker thief died" {
+		t.Errorf("after the taker died: %s %v", r.State, r.Error)
+	}
+	// The holder that lost the lease wrote no end of its own; the
+	// recoverer's note is the only word after the start.
+	if evs := spooldEvents(t, s, job); spooldHasEvent(evs, spool.EventEnd, "") || !spooldHasEvent(evs, spool.EventWorker, "worker thief died") {
+		t.Errorf("events: %+v", evs)
+	}
+	spooldCheckTree(t, s)
+}

@@ -1,0 +1,243 @@
+package tests
+
+// make bench: submit-to-claim latency and no-op jobs per second, with
+// inotify and with --poll beside it, and spoold's resident memory idle and
+// with 100,000 jobs queued. The real binary runs as its own process, with
+// logging on (to a file).
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// spooldBenchPoll is the rescan interval of the --poll rows.
+const spooldBenchPoll = 50 * time.Millisecond
+
+// spooldQueue writes a no-op job's spec and marker straight into the tree
+// (no fsync: the setup is not what is measured). It returns the marker's
+// temporary name, to be renamed into place by the caller, if hold.
+func spooldQueue(b testing.TB, dir, id, chat string, hold bool) string {
+	spec, _ := json.Marshal(map[string]any{"chat": chat, "argv": []string{"true"}})
+	if err := os.WriteFile(filepath.Join(dir, id+".json"), spec, 0o640); err != nil {
+		b.Fatal(err)
+	}
+	tmp := filepath.Join(dir, "."+id+".ready")
+	if err := os.WriteFile(tmp, nil, 0o640); err != nil {
+		b.Fatal(err)
+	}
+	if hold {
+		return tmp
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, id+".ready")); err != nil {
+		b.Fatal(err)
+	}
+	return ""
+}
+
+type spooldRow struct {
+	name          string
+	inotify, poll float64
+	unit          string
+}
+
+func rssMB(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			f := strings.Fields(line)
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+func BenchmarkSpoold(b *testing.B) {
+	res := map[string]float64{}
+	modes := []struct {
+		name string
+		args []string
+	}{{"inotify", nil}, {"poll", []string{"--poll", spooldBenchPoll.String()}}}
+	for _, m := range modes {
+		b.Run(m.name+"/claim", func(b *testing.B) {
+			p50, p99 := spooldBenchClaim(b, m.args)
+			res[m.name+" p50"], res[m.name+" p99"] = p50, p99
+		})
+		for _, w := range []int{1, 4} {
+			b.Run(fmt.Sprintf("%s/noop-workers-%d", m.name, w), func(b *testing.B) {
+				res[fmt.Sprintf("%s jobs%d", m.name, w)] = spooldBenchNoop(b, w, m.args)
+			})
+		}
+	}
+	b.Run("rss", func(b *testing.B) {
+		idle, queued := spooldBenchRSS(b)
+		res["idle"], res["queued"] = idle, queued
+	})
+	rows := []spooldRow{
+		{"submit-to-claim p50", res["inotify p50"], res["poll p50"], "ms"},
+		{"submit-to-claim p99", res["inotify p99"], res["poll p99"], "ms"},
+		{"no-op jobs/s, 1 worker", res["inotify jobs1"], res["poll jobs1"], "jobs/s"},
+		{"no-op jobs/s, 4 workers", res["inotify jobs4"], res["poll jobs4"], "jobs/s"},
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "\nspoold (separate process, logging on; poll = --poll %v)\n", spooldBenchPoll)
+	fmt.Fprintf(&sb, "%-26s %12s %12s %10s\n", "", "inotify", "poll", "poll/inotify")
+	for _, r := range rows {
+		ratio := 0.0
+		if r.inotify > 0 {
+			ratio = r.poll / r.inotify
+		}
+		fmt.Fprintf(&sb, "%-26s %9.3f %-2s %9.3f %-2s %8.2fx\n", r.name, r.inotify, unitShort(r.unit), r.poll, unitShort(r.unit), ratio)
+	}
+	fmt.Fprintf(&sb, "%-26s %9.1f MB\n", "RSS idle", res["idle"])
+	fmt.Fprintf(&sb, "%-26s %9.1f MB\n", "RSS, 100,000 jobs queued", res["queued"])
+	fmt.Print(sb.String())
+}
+
+func unitShort(u string) string {
+	if u == "jobs/s" {
+		return "/s"
+	}
+	return u
+}
+
+// spooldBenchClaim measures, for one job at a time on an idle daemon, the
+// time from the marker's rename into place to the claim's rename
+// (<job>.running appearing), as inotify tells the benchmark.
+func spooldBenchClaim(b *testing.B, args []string) (p50, p99 float64) {
+	dir := newSpool(b)
+	w, err := fsnotify.NewBufferedWatcher(4096)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.Add(dir); err != nil {
+		b.Fatal(err)
+	}
+	d := spooldStart(b, dir, args...)
+	defer d.stop(b, 10*time.Second)
+	time.Sleep(100 * time.Millisecond)
+	wait := func(name string) {
+		for {
+			select {
+			case ev := <-w.Events:
+				if filepath.Base(ev.Name) == name && ev.Has(fsnotify.Create) {
+					return
+				}
+			case err := <-w.Errors:
+				b.Fatal(err)
+			case <-time.After(10 * time.Second):
+				b.Fatalf("no %s after 10s", name)
+			}
+		}
+	}
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		id := fmt.Sprintf("claim-%06d", i)
+		tmp := spooldQueue(b, dir, id, fmt.Sprintf("c%d", i%512), true)
+		t0 := time.Now()
+		if err := os.Rename(tmp, filepath.Join(dir, id+".ready")); err != nil {
+			b.Fatal(err)
+		}
+		wait(id + ".running")
+		lat = append(lat, time.Since(t0))
+		wait(id + ".done")
+	}
+	b.StopTimer()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	q := func(f float64) float64 {
+		return float64(lat[int(f*float64(len(lat)-1))]) / 1e6
+	}
+	p50, p99 = q(0.50), q(0.99)
+	b.ReportMetric(p50, "p50_ms")
+	b.ReportMetric(p99, "p99_ms")
+	return p50, p99
+}
+
+// spooldBenchNoop queues b.N no-op argv jobs, then starts spoold and
+// measures until the last has ended.
+func spooldBenchNoop(b *testing.B, workers int, args []string) float64 {
+	dir := newSpool(b)
+	for i := 0; i < b.N; i++ {
+		spooldQueue(b, dir, fmt.Sprintf("noop-%07d", i), fmt.Sprintf("c%d", i%1024), false)
+	}
+	w, err := fsnotify.NewBufferedWatcher(1 << 16)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.Add(dir); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	t0 := time.Now()
+	d := spooldStart(b, dir, append([]string{"--workers", strconv.Itoa(workers)}, args...)...)
+	done := 0
+	for done < b.N {
+		select {
+		case ev := <-w.Events:
+			if strings.HasSuffix(ev.Name, ".done") && ev.Has(fsnotify.Create) {
+				done++
+			}
+		case err := <-w.Errors:
+			b.Fatal(err)
+		case <-time.After(30 * time.Second):
+			b.Fatalf("%d of %d jobs done after 30s of nothing", done, b.N)
+		}
+	}
+	took := time.Since(t0)
+	b.StopTimer()
+	d.stop(b, 10*time.Second)
+	rate := float64(b.N) / took.Seconds()
+	b.ReportMetric(rate, "jobs/s")
+	return rate
+}
+
+// spooldBenchRSS reads spoold's resident memory when idle, and with
+// 100,000 jobs queued (their markers' time in the future, so that none
+// runs and every one is held in the queue).
+func spooldBenchRSS(b *testing.B) (idle, queued float64) {
+	for i := 0; i < b.N; i++ {
+		dir := newSpool(b)
+		d := spooldStart(b, dir)
+		time.Sleep(500 * time.Millisecond)
+		idle = rssMB(d.cmd.Process.Pid)
+		d.stop(b, 10*time.Second)
+
+		later := time.Now().Add(time.Hour)
+		for j := 0; j < 100000; j++ {
+			id := fmt.Sprintf("q-%07d", j)
+			spooldQueue(b, dir, id, "c", false)
+			os.Chtimes(filepath.Join(dir, id+".ready"), later, later)
+		}
+		d = spooldStart(b, dir)
+		// Loaded when the resident size stops growing.
+		last := 0.0
+		for k := 0; k < 100; k++ {
+			time.Sleep(200 * time.Millisecond)
+			cur := rssMB(d.cmd.Process.Pid)
+			if cur == last && cur > idle {
+				break
+			}
+			last = cur
+		}
+		queued = last
+		d.stop(b, 10*time.Second)
+	}
+	b.ReportMetric(idle, "idle_MB")
+	b.ReportMetric(queued, "queued_MB")
+	return idle, queued
+}
