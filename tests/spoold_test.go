@@ -714,7 +714,6 @@ func TestSpooldCommand(t *testing.T) {
 	}
 }
 
-
 // TestSpooldPoll: with --poll (no inotify), jobs are claimed, their events
 // relayed, a cancel seen, a chat's waiting job run after the first ends.
 func TestSpooldPoll(t *testing.T) {
