@@ -27,6 +27,8 @@ type walker struct {
 	oline, ocol  int // position of the outermost command when depth > 0
 
 	vars     map[string]value
+	shared   bool // vars belongs to an enclosing scope too: copy before writing
+	copies   int  // how many times vars was copied, to see whether a branch assigned
 	ifs      bool
 	pos      []field // positional parameters $1...
 	posKnown bool
@@ -233,28 +235,38 @@ func (w *walker) stmt(s *syntax.Stmt, stdin, capture *input) {
 	}
 }
 
-// scoped runs fn in a subshell: its variables do not outlive it.
+// scoped runs fn in a subshell: its variables do not outlive it. The
+// map is copied only if fn assigns (copy on write: most subshells and
+// substitutions assign nothing, and copying each one costs more than the
+// parse).
 func (w *walker) scoped(fn func()) {
-	saved := maps.Clone(w.vars)
+	saved, shared := w.vars, w.shared
+	w.shared = true
 	fn()
-	w.vars = saved
+	w.vars, w.shared = saved, shared
 }
 
 // branches walks code of which any one part, or (mayNone) none, runs:
 // the gate does not evaluate conditions, so every branch counts, and a
 // variable is known afterwards only if every path leaves it the same.
 func (w *walker) branches(mayNone bool, fns ...func()) {
-	pre := w.vars
+	pre, shared := w.vars, w.shared
+	copies := w.copies
 	var states []map[string]value
 	if mayNone {
 		states = append(states, pre)
 	}
 	for _, fn := range fns {
-		w.vars = maps.Clone(pre)
+		w.vars, w.shared = pre, true
 		fn()
 		states = append(states, w.vars)
 	}
-	w.vars = join(states)
+	if w.copies == copies {
+		// No branch assigned anything: nothing to join.
+		w.vars, w.shared = pre, shared
+		return
+	}
+	w.vars, w.shared = join(states), false
 }
 
 func join(states []map[string]value) map[string]value {
@@ -325,8 +337,11 @@ func (w *walker) setVar(name string, v value) {
 	if len(v.s) > maxValue || len(v.list) > maxList || len(v.hint) > maxValue {
 		v = value{}
 	}
-	if w.vars == nil {
-		w.vars = map[string]value{}
+	if w.vars == nil || w.shared {
+		m := make(map[string]value, len(w.vars)+1)
+		maps.Copy(m, w.vars)
+		w.vars, w.shared = m, false
+		w.copies++
 	}
 	if name == "IFS" {
 		w.ifs = true
@@ -545,7 +560,7 @@ type envVar struct {
 func (w *walker) call(ce *syntax.CallExpr, s *syntax.Stmt, stdin, capture *input) {
 	// bash expands the words first, then sets up redirections, then
 	// expands the assignments' values, and only then runs the command.
-	var argv []field
+	argv := make([]field, 0, len(ce.Args))
 	for _, a := range ce.Args {
 		argv = w.fields(argv, a)
 		if w.done {
