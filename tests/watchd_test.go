@@ -635,3 +635,54 @@ func TestWatchdServeShutdown(t *testing.T) {
 		t.Fatal("watchd serve did not exit")
 	}
 }
+
+// TestWatchdDemo runs scripts/demo.sh (what `make demo` runs) with the
+// test's binaries, quickly, and checks its story and that it leaves no
+// process of its own behind.
+func TestWatchdDemo(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh")
+	}
+	demoDir := filepath.Join(t.TempDir(), "demo")
+	ctx, cancel := context.WithTimeout(t.Context(), 120*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "../scripts/demo.sh")
+	cmd.Env = append(os.Environ(), "BIN="+binDir, "DEMO_DIR="+demoDir, "DEMO_PACE=0.02")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, out)
+	}
+	text := string(out)
+	i2 := strings.Index(text, "== 2.")
+	i3 := strings.Index(text, "== 3.")
+	if i2 < 0 || i3 < i2 {
+		t.Fatalf("the demo's steps are missing:\n%s", text)
+	}
+	run2 := text[i2:i3]
+	for _, want := range []string{"Question: Ship the fix? [yes/no]", "answered: yes", "the person said: yes", "shipped", "(exit 0: run 2 is done"} {
+		if !strings.Contains(run2, want) {
+			t.Errorf("run 2's part lacks %q:\n%s", want, run2)
+		}
+	}
+	if strings.Contains(run2, "the app is ready") {
+		t.Errorf("run 2's watcher relayed run 1's status:\n%s", run2)
+	}
+	if strings.Index(run2, "shipped") > strings.Index(run2, " done\n") {
+		t.Errorf("run 2's watcher ended before run 2 did:\n%s", run2)
+	}
+	for _, want := range []string{"the app is ready", "vmgate refused", "watchd follow exited 1", `"done":true`, "JOB ", "progress:", "demo done"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the demo's output lacks %q", want)
+		}
+	}
+	// Nothing it started lives on.
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		if b, err := os.ReadFile(p); err == nil && bytes.Contains(b, []byte(demoDir)) {
+			t.Errorf("left running: %s", bytes.ReplaceAll(b, []byte{0}, []byte{' '}))
+		}
+	}
+	if t.Failed() {
+		t.Logf("demo output:\n%s", text)
+	}
+}

@@ -1,6 +1,9 @@
 package watchd
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"strings"
+)
 
 // StatusEvent is an Open WebUI status event, what `watchd follow --json`
 // prints one a line so that a thin filter can forward it unchanged.
@@ -27,10 +30,12 @@ func StatusLine(text string, done bool) []byte {
 	return append(b, '\n')
 }
 
-// TextLine returns the terminal line of o, with its newline.
+// TextLine returns the terminal line of o, with its newline. A text of
+// several lines (a gate's message) keeps them, indented under the first.
 func TextLine(o Output) []byte {
+	text := strings.ReplaceAll(strings.TrimRight(o.Text, "\n"), "\n", "\n  ")
 	if o.Kind == End {
-		return []byte("run " + o.Job + " " + o.Text + "\n")
+		return []byte("run " + o.Job + " " + text + "\n")
 	}
-	return []byte(o.Text + "\n")
+	return []byte(text + "\n")
 }
