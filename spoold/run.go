@@ -205,7 +205,9 @@ func (r *run) lockSpec(prev *spool.Lease) *os.File {
 		if prev != nil && prev.Host == d.cfg.Host && !killed {
 			killed = true
 			r.log.WithField("pgid", prev.PGID).Info("ending the processes left by the attempt before")
+			stopBeat := r.beating()
 			d.endAttempt(r.job, r.sp.Chat, prev.PGID, d.cfg.KillGrace)
+			stopBeat()
 			continue
 		}
 		if !told {
@@ -482,7 +484,10 @@ func resetTimer(t *time.Timer, d time.Duration) {
 // chat busy), and then the result and the last progress are written.
 func (r *run) exited(werr error) {
 	d := r.d
-	if !d.endAttempt(r.job, r.sp.Chat, r.pgid, d.cfg.KillGrace) {
+	stopBeat := r.beating()
+	ok := d.endAttempt(r.job, r.sp.Chat, r.pgid, d.cfg.KillGrace)
+	stopBeat()
+	if !ok {
 		r.log.Warn("a process of the job left its group and still holds the spec lock")
 	}
 	var exit *int
@@ -683,6 +688,26 @@ func (r *run) requeue(why string, notBefore time.Time) {
 		return
 	}
 	r.log.Info(text)
+}
+
+// beating heartbeats the lease while the run waits on something that may
+// outlast a lease (ending a process group takes up to the kill grace and
+// then some), so that no recoverer takes a job whose holder is only busy.
+func (r *run) beating() (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(r.d.cfg.Lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				r.d.s.Heartbeat(r.lease)
+			}
+		}
+	}()
+	return func() { close(done) }
 }
 
 func firstLine(s string) string {

@@ -1,0 +1,128 @@
+package spoold
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestQueueOrder(t *testing.T) {
+	q := newQueue()
+	t0 := time.Now().Add(-time.Minute)
+	for _, it := range []*item{
+		{job: "c", at: t0.Add(2 * time.Second)},
+		{job: "b", at: t0},
+		{job: "a", at: t0},
+		{job: "d", at: t0.Add(time.Second)},
+	} {
+		q.add(it)
+	}
+	if q.add(&item{job: "a", at: t0}) {
+		t.Error("a known job was queued twice")
+	}
+	ctx := context.Background()
+	for _, want := range []string{"a", "b", "d", "c"} {
+		if got := q.next(ctx); got == nil || got.job != want {
+			t.Fatalf("next = %v, want %s (FIFO by marker time, then name)", got, want)
+		}
+	}
+}
+
+// A marker whose time is in the future (a backoff) waits on a timer; a job
+// queued meanwhile with an earlier time goes first.
+func TestQueueNotBefore(t *testing.T) {
+	q := newQueue()
+	q.add(&item{job: "later", at: time.Now().Add(150 * time.Millisecond)})
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		q.add(&item{job: "now", at: time.Now()})
+	}()
+	ctx := context.Background()
+	began := time.Now()
+	if it := q.next(ctx); it.job != "now" {
+		t.Fatalf("first = %s", it.job)
+	}
+	if it := q.next(ctx); it.job != "later" || time.Since(began) < 140*time.Millisecond {
+		t.Fatalf("second = %s after %v", it.job, time.Since(began))
+	}
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if it := q.next(ctx); it != nil {
+		t.Fatalf("empty queue gave %v", it)
+	}
+}
+
+// The jobs of a busy chat wait in order, and only the head is retried.
+func TestQueueChatWait(t *testing.T) {
+	q := newQueue()
+	t0 := time.Now().Add(-time.Minute)
+	for _, j := range []string{"j2", "j1", "j3"} {
+		q.known[j] = struct{}{}
+	}
+	q.park(&item{job: "j2", chat: "c", at: t0.Add(2)})
+	q.park(&item{job: "j1", chat: "c", at: t0.Add(1)})
+	q.park(&item{job: "j3", chat: "c", at: t0.Add(3)})
+	if !q.waiting("c") || q.waiting("other") {
+		t.Fatal("waiting")
+	}
+	q.retryAll()
+	q.retryAll() // the head is out: no second retry
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	it := q.next(ctx)
+	if it == nil || it.job != "j1" || !it.parked {
+		t.Fatalf("retried %+v, want the head j1", it)
+	}
+	if next := q.next(ctx); next != nil {
+		t.Fatalf("a second job of the chat was retried: %+v", next)
+	}
+	// Still busy: back to the head.
+	q.park(it)
+	q.retry("c")
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel2()
+	if it := q.next(ctx2); it == nil || it.job != "j1" {
+		t.Fatalf("after re-parking, retried %+v", it)
+	}
+	q.headDone("c")
+	q.retry("c")
+	if it := q.next(ctx2); it == nil || it.job != "j2" {
+		t.Fatalf("after j1, retried %+v", it)
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	for _, tc := range []struct {
+		attempt int
+		want    time.Duration
+	}{{0, time.Second}, {1, time.Second}, {2, 2 * time.Second}, {3, 4 * time.Second}, {9, 256 * time.Second}, {10, MaxBackoff}, {1000, MaxBackoff}} {
+		if got := Backoff(tc.attempt); got != tc.want {
+			t.Errorf("Backoff(%d) = %v, want %v", tc.attempt, got, tc.want)
+		}
+	}
+}
+
+func TestLookPath(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "bin"), 0o755)
+	os.WriteFile(filepath.Join(dir, "bin", "tool"), []byte("#!/bin/sh\n"), 0o755)
+	os.WriteFile(filepath.Join(dir, "bin", "plain"), []byte("x"), 0o644)
+	for _, tc := range []struct {
+		name, path, want string
+		err              bool
+	}{
+		{"tool", "/nonexistent:" + filepath.Join(dir, "bin"), filepath.Join(dir, "bin", "tool"), false},
+		{"tool", "bin", filepath.Join(dir, "bin", "tool"), false}, // relative to the job's cwd
+		{"./bin/tool", "", filepath.Join(dir, "bin", "tool"), false},
+		{"plain", filepath.Join(dir, "bin"), "", true}, // not executable
+		{"tool", "/usr/bin", "", true},                 // the job's PATH, not spoold's
+		{"sh", "", "/bin/sh", false},
+	} {
+		got, err := lookPath(tc.name, tc.path, dir)
+		if (err != nil) != tc.err || (!tc.err && got != tc.want && !(tc.name == "sh" && err == nil)) {
+			t.Errorf("lookPath(%q, %q) = %q, %v; want %q (error %v)", tc.name, tc.path, got, err, tc.want, tc.err)
+		}
+	}
+}
