@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -13,11 +12,26 @@ import (
 // ErrInvalidID is wrapped by every error about a malformed job or chat id.
 var ErrInvalidID = errors.New("invalid id (letters, digits, . _ -; must not start with . _ -; max 128)")
 
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
-
 // ValidID reports whether s may name a job or a chat: it can then never
-// climb out of its directory, hide as a temporary or carry a NUL.
-func ValidID(s string) bool { return idPattern.MatchString(s) }
+// climb out of its directory, hide as a temporary or carry a NUL. It is
+// ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$, written out by hand because Scan
+// calls it for every name of the root (a regexp cost a third of `spool ls`
+// on 100,000 jobs).
+func ValidID(s string) bool {
+	if len(s) == 0 || len(s) > 128 || !alnum(s[0]) {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if c := s[i]; !alnum(c) && c != '.' && c != '_' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+func alnum(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+}
 
 // CheckJobID returns a one-line error naming the bad id, or nil.
 func CheckJobID(id string) error {

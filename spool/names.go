@@ -71,14 +71,22 @@ func SplitName(name string) (job, ext string, ok bool) {
 	if name == "" || name[0] == '.' {
 		return "", "", false
 	}
-	for _, e := range exts {
-		if strings.HasSuffix(name, e) {
-			job = name[:len(name)-len(e)]
-			if ValidID(job) {
-				return job, e, true
-			}
-			return "", "", false
-		}
+	// Every suffix is the name's last dot and what follows.
+	i := strings.LastIndexByte(name, '.')
+	if i <= 0 {
+		return "", "", false
 	}
-	return "", "", false
+	e, ok := extOf[name[i:]]
+	if !ok || !ValidID(name[:i]) {
+		return "", "", false
+	}
+	return name[:i], e, true
 }
+
+var extOf = func() map[string]string {
+	m := make(map[string]string, len(exts))
+	for _, e := range exts {
+		m[e] = e
+	}
+	return m
+}()
