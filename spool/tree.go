@@ -211,29 +211,31 @@ func syncDir(dir *os.Root) error {
 }
 
 // openRegular opens name for reading and makes sure it is a plain file
-// under that very name: os.Root keeps a symlink from leaving the tree, and
-// the Lstat comparison keeps one from standing in for a document inside it.
-// A FIFO is opened non-blocking so that it cannot hang the reader.
+// under that very name: os.Root keeps a symlink from leaving the tree,
+// O_NOFOLLOW keeps one from standing in for a document inside it, and the
+// fstat of what was opened refuses a directory or a FIFO (opened
+// non-blocking, so that it cannot hang the reader). It costs two system
+// calls; `spool ls` makes one such open per job.
 func openRegular(dir *os.Root, name string, flag int) (*os.File, fs.FileInfo, error) {
-	lfi, err := dir.Lstat(name)
-	if err != nil {
-		return nil, nil, err
-	}
-	if !lfi.Mode().IsRegular() {
-		return nil, lfi, fmt.Errorf("%s: %w (%s)", name, ErrNotRegular, kind(lfi))
-	}
 	f, err := dir.OpenFile(name, flag|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, FileMode)
 	if err != nil {
-		return nil, lfi, err
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil, err
+		}
+		// A symlink at name fails with ELOOP; say what stands there.
+		if lfi, lerr := dir.Lstat(name); lerr == nil && !lfi.Mode().IsRegular() {
+			return nil, lfi, fmt.Errorf("%s: %w (%s)", name, ErrNotRegular, kind(lfi))
+		}
+		return nil, nil, err
 	}
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, lfi, err
+		return nil, nil, err
 	}
-	if !fi.Mode().IsRegular() || !os.SameFile(fi, lfi) {
+	if !fi.Mode().IsRegular() {
 		f.Close()
-		return nil, lfi, fmt.Errorf("%s: %w (replaced while opening)", name, ErrNotRegular)
+		return nil, fi, fmt.Errorf("%s: %w (%s)", name, ErrNotRegular, kind(fi))
 	}
 	return f, fi, nil
 }
@@ -265,14 +267,14 @@ func readFile(dir *os.Root, name string, max int64) ([]byte, fs.FileInfo, error)
 	if fi.Size() > max {
 		return nil, fi, fmt.Errorf("%s: %w (%d bytes, limit %d)", name, ErrTooLarge, fi.Size(), max)
 	}
-	b, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
+	// A document is replaced, never appended to: the size fstat gave is
+	// all there is, and one read takes it.
+	b := make([]byte, fi.Size())
+	n, err := io.ReadFull(f, b)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
 		return nil, fi, err
 	}
-	if int64(len(b)) > max {
-		return nil, fi, fmt.Errorf("%s: %w (limit %d)", name, ErrTooLarge, max)
-	}
-	return b, fi, nil
+	return b[:n], fi, nil
 }
 
 // removeName removes a name of the tree, never what a symlink there points
