@@ -336,9 +336,9 @@ func (s *Spool) fsckLease(job string, opt FsckOptions, add func(Finding, func() 
 		return
 	}
 	add(Finding{Kind: FindDeadLease, Job: job, Name: name, Text: why}, func() (string, error) {
-		max := 1
+		max, chat := 1, l.Chat
 		if sp, err := s.ReadSpec(job); err == nil {
-			max = sp.MaxTries()
+			max, chat = sp.MaxTries(), sp.Chat
 		}
 		if l.Tries() < max {
 			ok, err := s.Requeue(l, opt.Now)
@@ -347,7 +347,7 @@ func (s *Spool) fsckLease(job string, opt FsckOptions, add func(Finding, func() 
 			}
 			return fmt.Sprintf("queued again (attempt %d of %d used)", l.Tries(), max), err
 		}
-		r := &Result{Job: job, Chat: l.Chat, State: Failed, Started: l.Claimed, Attempt: l.Attempt, First: l.First, Worker: l.Worker}
+		r := &Result{Job: job, Chat: chat, State: Failed, Started: l.Claimed, Attempt: l.Attempt, First: l.First, Worker: l.Worker}
 		r.Errorf("worker %s died", l.Worker)
 		return "ended failed: worker " + l.Worker + " died", s.Finish(r)
 	})

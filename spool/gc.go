@@ -141,12 +141,19 @@ func (s *Spool) gcChat(chat string, cutoff time.Time, dryRun bool, report func(s
 			return nil
 		}
 	}
-	// The daemon running the chat's job holds its lock.
-	lock, ok, err := s.LockChat(chat)
-	if err != nil || !ok {
-		return nil
+	// The daemon running the chat's job holds its lock. A dry run does not
+	// create a missing lock (nobody holds what does not exist).
+	hasLock := false
+	for _, n := range names {
+		hasLock = hasLock || n == LockFile
 	}
-	defer lock.Close()
+	if hasLock || !dryRun {
+		lock, ok, err := s.LockChat(chat)
+		if err != nil || !ok {
+			return nil
+		}
+		defer lock.Close()
+	}
 	if dryRun {
 		report(dir)
 		return nil

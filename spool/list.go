@@ -2,6 +2,8 @@ package spool
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"runtime"
 	"sync"
@@ -44,20 +46,13 @@ type ListOptions struct {
 // spec, plus the marker's stat, of a queued one), read by a few goroutines
 // at once. A job's submit time comes free from a ULID id; other ids cost
 // the spec's stat.
+//
+// Most jobs of a spool have ended, so results are read while the
+// directory is still being listed: a final document decides the state
+// whatever else stands beside it (Files.State), so a name like <job>.done
+// can be read the moment it is seen. The rare job with two final
+// documents is read again once the listing is complete.
 func (s *Spool) List(opt ListOptions) ([]Row, error) {
-	jobs, _, err := s.Scan()
-	if err != nil {
-		return nil, err
-	}
-	ids := SortedIDs(jobs)
-	rows := make([]Row, 0, len(ids))
-	for _, id := range ids {
-		st, ok := jobs[id].State()
-		if !ok || (opt.State != "" && st != opt.State) {
-			continue
-		}
-		rows = append(rows, Row{Job: id, State: st})
-	}
 	now := opt.Now
 	if now.IsZero() {
 		now = time.Now()
@@ -66,7 +61,55 @@ func (s *Spool) List(opt ListOptions) ([]Row, error) {
 	if n <= 0 {
 		n = min(4, 2*runtime.GOMAXPROCS(0))
 	}
+	early := make(chan string, 1024)
+	got := make([]map[string]*Row, n)
 	var wg sync.WaitGroup
+	for w := 0; w < n; w++ {
+		got[w] = map[string]*Row{}
+		wg.Add(1)
+		go func(m map[string]*Row) {
+			defer wg.Done()
+			for name := range early {
+				job, ext, _ := SplitName(name)
+				r := &Row{Job: job, State: extState[ext]}
+				s.fillRow(r, HasSpec, now)
+				m[name] = r
+			}
+		}(got[w])
+	}
+	jobs, err := s.scan(func(name, ext string) {
+		if st := extState[ext]; st.Final() && (opt.State == "" || opt.State == st) {
+			early <- name
+		}
+	})
+	close(early)
+	wg.Wait()
+	if err != nil {
+		return nil, err
+	}
+	ids := SortedIDs(jobs)
+	rows := make([]Row, 0, len(ids))
+	var rest []int
+	for _, id := range ids {
+		st, ok := jobs[id].State()
+		if !ok || (opt.State != "" && st != opt.State) {
+			continue
+		}
+		var r *Row
+		if st.Final() {
+			for _, m := range got {
+				if r = m[id+st.Ext()]; r != nil {
+					break
+				}
+			}
+		}
+		if r != nil {
+			rows = append(rows, *r)
+			continue
+		}
+		rest = append(rest, len(rows))
+		rows = append(rows, Row{Job: id, State: st})
+	}
 	next := make(chan int, 256)
 	for w := 0; w < n; w++ {
 		wg.Add(1)
@@ -77,12 +120,40 @@ func (s *Spool) List(opt ListOptions) ([]Row, error) {
 			}
 		}()
 	}
-	for i := range rows {
+	for _, i := range rest {
 		next <- i
 	}
 	close(next)
 	wg.Wait()
 	return rows, nil
+}
+
+var extState = map[string]State{ExtDone: Done, ExtFailed: Failed, ExtCancelled: Cancelled,
+	ExtRunning: Running, ExtReady: Queued, ExtSpec: New}
+
+// scan is Scan with a look at each name as it is read.
+func (s *Spool) scan(seen func(name, ext string)) (map[string]Files, error) {
+	d, err := s.root.Open(".")
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	jobs := make(map[string]Files)
+	for {
+		names, err := d.Readdirnames(4096)
+		for _, n := range names {
+			if job, ext, ok := SplitName(n); ok {
+				jobs[job] |= extBit[ext]
+				seen(n, ext)
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return jobs, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("spool %s: %w", s.Dir, err)
+		}
+	}
 }
 
 func (s *Spool) fillRow(r *Row, f Files, now time.Time) {
