@@ -268,6 +268,11 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		mode = "poll " + c.poll.String()
 	}
 	log.WithFields(map[string]any{"addr": addr.String(), "spool": s.Dir, "watch": mode}).Info("listening")
+	// Signals are caught before READY=1: a stop that follows at once must
+	// find the handler, not the default action.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
 	// Ready once the address is known and written: a unit ordered after
 	// this one may connect at once.
 	notifier := ops.NewNotifier()
@@ -278,9 +283,6 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		log.WithError(err).Warn("systemd watchdog")
 	}
 
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
 	select {
 	case sig := <-sigs:
 		log.WithField("signal", sig.String()).Info("shutting down")
