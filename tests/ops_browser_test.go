@@ -1,0 +1,204 @@
+package tests
+
+// The live page in a real browser: Debian's chromium, headless, driven over
+// the DevTools protocol (chromedp), loads watchd serve's page, a run is
+// submitted with `spool submit`, and the page shows its statuses as they
+// come and then its end. A screenshot is kept for a person to look at.
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// opsChromium returns the browser to drive, or skips the test: a developer
+// box without chromium still passes `go test`; CI installs it (.ci/run).
+func opsChromium(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{os.Getenv("CHROMIUM"), "/usr/bin/chromium", "/usr/bin/chromium-browser"} {
+		if p == "" {
+			continue
+		}
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			return p
+		}
+	}
+	if p, err := exec.LookPath("chromium"); err == nil {
+		return p
+	}
+	t.Skip("no chromium (apt-get install chromium, or set CHROMIUM): the live page's browser test needs one")
+	return ""
+}
+
+// opsArtifact is where a test keeps a file for a person to look at after
+// the run: $TEST_ARTIFACTS, else a directory under the system's temp dir
+// that outlives the test (and is never in the checkout).
+func opsArtifact(t *testing.T, name string) string {
+	t.Helper()
+	dir := os.Getenv("TEST_ARTIFACTS")
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "vmspool-test-artifacts")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, name)
+}
+
+// opsRow is what the page shows of one chat.
+type opsRow struct {
+	State  string   `json:"state"`
+	Live   string   `json:"live"`
+	Status string   `json:"status"`
+	Job    string   `json:"job"`
+	Lines  []string `json:"lines"`
+	Ask    string   `json:"ask"`
+}
+
+const opsRowJS = `(() => {
+  const tr = document.querySelector('tr[data-chat=%q]');
+  if (!tr) return null;
+  return {
+    state: tr.dataset.state || "",
+    live: tr.dataset.live || "",
+    status: tr.querySelector('.status').textContent,
+    job: tr.querySelector('td.job').textContent,
+    lines: [...tr.querySelectorAll('ol.lines li')].map(li => li.textContent),
+    ask: tr.querySelector('.ask').hidden ? "" : tr.querySelector('.ask').textContent,
+  };
+})()`
+
+func TestOpsLivePage(t *testing.T) {
+	chromium := opsChromium(t)
+	dir := newSpool(t)
+	opsStart(t, nil, "spoold", "--spool", dir)
+	addrFile := filepath.Join(t.TempDir(), "addr")
+	opsStart(t, nil, "watchd", "serve", "--spool", dir, "--listen", "127.0.0.1:0", "--addr-file", addrFile)
+	var base string
+	opsEventually(t, 20*time.Second, "watchd to listen", func() bool {
+		b, _ := os.ReadFile(addrFile)
+		base = "http://" + strings.TrimSpace(string(b))
+		return len(b) > 0
+	})
+	// An earlier run in another chat, ended before the page loads: the page
+	// lists it with its final state.
+	s := spooldOpen(t, dir)
+	first := opsSubmit(t, dir, "earlier", "sh", "-c", "spool say 'all set'; exit 0")
+	opsWaitEnded(t, s, first, 30*time.Second)
+
+	alloc, cancelAlloc := chromedp.NewExecAllocator(t.Context(),
+		chromedp.ExecPath(chromium),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1100, 700),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+	)
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(alloc, chromedp.WithLogf(t.Logf))
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	defer cancelTimeout()
+
+	row := func(chat string) *opsRow {
+		r, err := chromedp.Run(ctx, chromedp.Evaluate[*opsRow](sprintfJS(opsRowJS, chat)))
+		if err != nil {
+			t.Fatalf("reading the page: %v", err)
+		}
+		return r
+	}
+	waitRow := func(chat, what string, cond func(*opsRow) bool) *opsRow {
+		t.Helper()
+		var r *opsRow
+		opsEventually(t, 30*time.Second, what, func() bool {
+			r = row(chat)
+			return r != nil && cond(r)
+		})
+		return r
+	}
+
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/"), chromedp.WaitVisible("#conn")); err != nil {
+		t.Fatalf("loading %s: %v", base, err)
+	}
+	r := waitRow("earlier", "the ended run to be listed", func(r *opsRow) bool { return r.State == "done" })
+	if r.Job != first || r.Status == "" {
+		t.Errorf("ended run shows %+v; want job %s and its last status", r, first)
+	}
+
+	// A run submitted while the page is open: its statuses arrive one by
+	// one, it asks a question and waits, then it ends. Its first wait is
+	// longer than the page's refresh of the list (3 s), so that the page
+	// finds it running and follows it.
+	job := opsSubmit(t, dir, "live", "sh", "-c", `spool say 'step one'; sleep 1
+ans=$(spool ask --options yes,no --timeout 60s 'Deploy now?') || exit 9
+spool say "step two: $ans"; sleep 1; exit 0`)
+	r = waitRow("live", "the new run to be followed live", func(r *opsRow) bool {
+		return r.Job == job && r.Live == "yes"
+	})
+	r = waitRow("live", "the run's question", func(r *opsRow) bool {
+		return r.State == "waiting" && strings.Contains(r.Ask, "Deploy now?")
+	})
+	if !strings.Contains(r.Ask, "yes / no") || !strings.Contains(r.Ask, "spool answer --chat live --question ") {
+		t.Errorf("the question shows %q; want its options and the command that answers it", r.Ask)
+	}
+	if !strings.Contains(r.Status, "step one") {
+		t.Errorf("while waiting the latest status is %q; want step one", r.Status)
+	}
+	opsScreenshot(t, ctx, "live-page-question.png")
+	if out, err := exec.Command(bin("spool"), "--spool", dir, "answer", "--chat", "live", "yes").CombinedOutput(); err != nil {
+		t.Fatalf("spool answer: %v: %s", err, out)
+	}
+	r = waitRow("live", "the answer to reach the page", func(r *opsRow) bool {
+		return r.Ask == "" && strings.Contains(r.Status, "step two: yes")
+	})
+	if r.State != "running" {
+		t.Errorf("after the answer the run shows %q; want running", r.State)
+	}
+	r = waitRow("live", "the run's end", func(r *opsRow) bool { return r.State == "done" })
+	for _, want := range []string{"step one", "Deploy now?", "answered: yes", "step two: yes"} {
+		found := false
+		for _, l := range r.Lines {
+			found = found || strings.Contains(l, want)
+		}
+		if !found {
+			t.Errorf("the page's lines for the run lack %q: %q", want, r.Lines)
+		}
+	}
+	if last := r.Lines[len(r.Lines)-1]; !strings.Contains(last, "done") {
+		t.Errorf("the run's last line is %q; want its end (done)", last)
+	}
+	if r.Live != "no" {
+		t.Errorf("the ended run's stream is still open (data-live=%q)", r.Live)
+	}
+	opsScreenshot(t, ctx, "live-page.png")
+}
+
+// opsScreenshot keeps a picture of the page as a test artifact.
+func opsScreenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	shot := opsArtifact(t, name)
+	if err := os.WriteFile(shot, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot of the live page: %s", shot)
+}
+
+// sprintfJS puts a Go-quoted string into a script: %q quotes are valid
+// JavaScript string literals for the ids the spool allows.
+func sprintfJS(format, s string) string { return strings.Replace(format, "%q", `"`+s+`"`, 1) }
