@@ -305,6 +305,13 @@ func (e *expander) param(p *syntax.ParamExp, quoted bool) {
 		hint = w.str(p.Exp.Word).s
 	}
 	if p.Param == nil || p.Excl || p.Length || p.Width || p.Slice != nil || p.Repl != nil || p.Exp != nil || p.Names != 0 || p.NestedParam != nil {
+		// ${X,,}, ${X:0:3}, ${X/a/b}: not followed, but what X holds is a
+		// hint of what the word may be.
+		if p.Param != nil {
+			if v, ok := w.vars[p.Param.Value]; ok {
+				hint += " " + v.s + " " + strings.Join(v.list, " ") + " " + v.hint
+			}
+		}
 		e.mark(hint)
 		return
 	}

@@ -38,6 +38,12 @@ func (w *walker) exec(argv []field, c *callCtx) {
 			return
 		}
 	}
+	if !plain && w.files != nil {
+		if _, ok := w.files[cleanPath(head.s)]; ok {
+			w.runFile(head, c, argv[1:], false) // ./run.sh, written above
+			return
+		}
+	}
 	args := argv[1:]
 	if strings.HasPrefix(base, "git-") && len(base) > 4 {
 		w.gitSub(base[4:], args, c)
@@ -65,6 +71,8 @@ func (w *walker) exec(argv []field, c *callCtx) {
 	case "source", ".":
 		if len(args) > 0 && args[0].proc != nil {
 			w.code(field{s: *args[0].proc}, c, nil, true)
+		} else if len(args) > 0 {
+			w.runFile(args[0], c, args[1:], len(args) == 1)
 		}
 	case "su", "runuser":
 		w.su(base, args, c)
@@ -228,6 +236,26 @@ func (w *walker) exec(argv []field, c *callCtx) {
 	case "echo":
 		out, ok := echoOutput(args)
 		w.produce(c, out, ok)
+	case "tee":
+		for _, a := range args {
+			if !strings.HasPrefix(a.s, "-") && !a.dyn {
+				content := input{}
+				if c.stdin != nil {
+					content = *c.stdin
+				}
+				w.wrote(a.s, content, slices.ContainsFunc(args, func(f field) bool { return f.s == "-a" || f.s == "--append" }))
+			}
+		}
+		if c.capture != nil && c.stdin != nil {
+			*c.capture = *c.stdin
+		}
+	case "cp", "mv":
+		// cp a.sh b.sh: b.sh holds what a.sh held, as far as the gate knows.
+		if len(args) == 2 && !args[0].dyn && !args[1].dyn {
+			if f, ok := w.files[cleanPath(args[0].s)]; ok {
+				w.wrote(args[1].s, f, false)
+			}
+		}
 	case "cat":
 		if c.capture != nil && (len(args) == 0 || len(args) == 1 && args[0].s == "-") && c.stdin != nil {
 			*c.capture = *c.stdin
@@ -271,28 +299,6 @@ func joinFields(fs []field) field {
 	return out
 }
 
-// mentionsGit says whether text holds "git" as a command name would:
-// not inside a longer word (digit, gitlab), but git, /usr/bin/git, git-add.
-func mentionsGit(s string) bool {
-	for i := 0; ; {
-		j := strings.Index(strings.ToLower(s[i:]), "git")
-		if j < 0 {
-			return false
-		}
-		j += i
-		before := j == 0 || !isWordByte(s[j-1])
-		after := j+3 >= len(s) || !isWordByte(s[j+3]) || s[j+3] == '-'
-		if before && after {
-			return true
-		}
-		i = j + 3
-	}
-}
-
-func isWordByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
-}
-
 // standalone names a git write subcommand that is also a common program:
 // after a dynamic word ($SUDO rm -rf build) it is read as that program.
 var standalone = map[string]bool{"rm": true, "mv": true, "init": true, "apply": true}
@@ -308,7 +314,7 @@ func (w *walker) dynamicCommand(argv []field, c *callCtx) {
 		w.shell(argv[1:], c)
 		return
 	}
-	if mentionsGit(strings.ReplaceAll(head.s, string(dynMark), " ")) || mentionsGit(head.hint) {
+	if strings.Contains(strings.ToLower(head.s+" "+head.hint), "git") {
 		// It may well be git: judge its arguments as git's.
 		if w.gitWouldWrite(argv[1:], c) {
 			w.undecidable(c, "its command word is only known at run time and may be git")
@@ -319,6 +325,15 @@ func (w *walker) dynamicCommand(argv []field, c *callCtx) {
 	// may be a command of its own, or the arguments of a hidden git.
 	rest := argv[1:]
 	j := gitGlobalLen(rest)
+	for k := 0; k+1 < j; k++ {
+		if rest[k].s == "-c" {
+			key, val, _ := strings.Cut(rest[k+1].s, "=")
+			if configRuns(key, val) || configCode(key, val) {
+				w.undecidable(c, "its command word is only known at run time and its arguments set git configuration that runs commands")
+				return
+			}
+		}
+	}
 	if j < len(rest) && !rest[j].dyn && gitWriteName(rest[j].s) && !(j == 0 && standalone[rest[j].s]) {
 		w.undecidable(c, "its command word is only known at run time and its arguments look like a git write")
 		return
@@ -457,10 +472,13 @@ loop:
 		w.code(rest[0], c, pos, false)
 	case !smode && len(rest) > 0:
 		// A script file: the gate does not read files, but it does read
-		// a process substitution it can see (bash <(echo ...)).
+		// a process substitution it can see (bash <(echo ...)) and a file
+		// the script itself wrote.
 		if rest[0].proc != nil {
 			w.code(field{s: *rest[0].proc}, c, rest[1:], false)
+			return
 		}
+		w.runFile(rest[0], c, rest[1:], false)
 	default:
 		w.stdinShell(c)
 	}
@@ -860,11 +878,16 @@ func (w *walker) findExec(args []field, c *callCtx) {
 }
 
 func echoOutput(args []field) (string, bool) {
-	i := 0
-	for i < len(args) && (args[i].s == "-n" || args[i].s == "-e" || args[i].s == "-E" || args[i].s == "-ne" || args[i].s == "-en") {
+	i, escapes := 0, false
+	for i < len(args) && len(args[i].s) > 1 && args[i].s[0] == '-' && strings.Trim(args[i].s[1:], "neE") == "" {
+		escapes = escapes || strings.Contains(args[i].s, "e")
 		i++
 	}
-	return joinFields(args[i:]).s + "\n", true
+	text := joinFields(args[i:]).s
+	if escapes {
+		text = ansiC(text) // echo -e '\x67it'
+	}
+	return text + "\n", true
 }
 
 // printfOutput renders the common printf forms (%s, %b, %d, escapes);
@@ -876,27 +899,13 @@ func printfOutput(args []field) (string, bool) {
 	if len(args) == 0 {
 		return "", false
 	}
-	format, rest := args[0].s, args[1:]
+	// printf decodes the escapes of $'...' in its format (\x67, \151).
+	format, rest := ansiC(args[0].s), args[1:]
 	var b strings.Builder
 	for {
 		k := 0
 		for i := 0; i < len(format); i++ {
 			ch := format[i]
-			if ch == '\\' && i+1 < len(format) {
-				i++
-				switch format[i] {
-				case 'n':
-					b.WriteByte('\n')
-				case 't':
-					b.WriteByte('\t')
-				case '\\':
-					b.WriteByte('\\')
-				default:
-					b.WriteByte('\\')
-					b.WriteByte(format[i])
-				}
-				continue
-			}
 			if ch != '%' {
 				b.WriteByte(ch)
 				continue
@@ -910,7 +919,11 @@ func printfOutput(args []field) (string, bool) {
 				b.WriteByte('%')
 			case 's', 'b', 'd':
 				if k < len(rest) {
-					b.WriteString(rest[k].s)
+					if format[i] == 'b' {
+						b.WriteString(ansiC(rest[k].s))
+					} else {
+						b.WriteString(rest[k].s)
+					}
 				}
 				k++
 			default:
@@ -923,4 +936,21 @@ func printfOutput(args []field) (string, bool) {
 		rest = rest[k:]
 	}
 	return b.String(), true
+}
+
+// runFile reads a script file the script itself wrote earlier; other
+// files are not seen.
+func (w *walker) runFile(f field, c *callCtx, args []field, keepPos bool) {
+	if f.dyn || w.files == nil {
+		return
+	}
+	content, ok := w.files[cleanPath(f.s)]
+	if !ok {
+		return
+	}
+	if !content.known {
+		w.undecidable(c, "it runs a file the script wrote with output the gate cannot know")
+		return
+	}
+	w.code(field{s: content.text, dyn: strings.IndexByte(content.text, dynMark) >= 0}, c, args, keepPos)
 }

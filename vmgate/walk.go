@@ -2,6 +2,7 @@ package vmgate
 
 import (
 	"maps"
+	"path"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -32,6 +33,11 @@ type walker struct {
 	ifs      bool
 	pos      []field // positional parameters $1...
 	posKnown bool
+
+	// files the script itself wrote (echo ... > f, cat > f <<EOF), so
+	// that running one (bash f, ./f, source f) is read too; known is
+	// false for a file written by a command whose output is not known.
+	files map[string]input
 
 	funcs         map[string]*syntax.Stmt
 	calls         int
@@ -481,13 +487,26 @@ func (w *walker) assignValue(a *syntax.Assign) value {
 	return v
 }
 
+// outFile is where a command's standard output goes when a redirection
+// names a static file.
+type outFile struct {
+	path   string
+	append bool
+}
+
 // redirs expands redirection words (running their substitutions) and
 // returns what the command reads on standard input, if a redirection sets it.
 func (w *walker) redirs(rs []*syntax.Redirect) *input {
+	in, _ := w.redirsOut(rs)
+	return in
+}
+
+func (w *walker) redirsOut(rs []*syntax.Redirect) (*input, *outFile) {
 	var in *input
+	var out *outFile
 	for _, r := range rs {
 		if w.done {
-			return in
+			return in, out
 		}
 		fd0 := r.N == nil || r.N.Value == "0"
 		switch r.Op {
@@ -521,9 +540,38 @@ func (w *walker) redirs(rs []*syntax.Redirect) *input {
 					in = &input{known: true, text: *fs[0].proc}
 				}
 			}
+			fd1 := r.N == nil || r.N.Value == "1"
+			switch r.Op {
+			case syntax.RdrOut, syntax.AppOut, syntax.ClbOut, syntax.RdrAll, syntax.AppAll:
+				if fd1 && len(fs) == 1 && !fs[0].dyn && !fs[0].glob {
+					out = &outFile{path: fs[0].s, append: r.Op == syntax.AppOut || r.Op == syntax.AppAll}
+				}
+			}
 		}
 	}
-	return in
+	return in, out
+}
+
+// wrote records what a command wrote to a file the script may run later.
+func (w *walker) wrote(path string, content input, appendTo bool) {
+	if strings.HasPrefix(path, "/dev/") || strings.HasPrefix(path, "/proc/") {
+		return
+	}
+	if w.files == nil {
+		w.files = map[string]input{}
+	}
+	key := cleanPath(path)
+	if old, ok := w.files[key]; ok && appendTo {
+		content = input{known: old.known && content.known, text: old.text + content.text}
+	}
+	if len(content.text) > 4*maxValue {
+		content = input{}
+	}
+	w.files[key] = content
+}
+
+func cleanPath(p string) string {
+	return strings.TrimPrefix(path.Clean(p), "./")
 }
 
 // cmdSubst walks a command substitution, which runs in a subshell before
@@ -567,7 +615,8 @@ func (w *walker) call(ce *syntax.CallExpr, s *syntax.Stmt, stdin, capture *input
 			return
 		}
 	}
-	if in := w.redirs(s.Redirs); in != nil {
+	in, out := w.redirsOut(s.Redirs)
+	if in != nil {
 		stdin = in
 	}
 	if len(ce.Args) == 0 {
@@ -593,5 +642,13 @@ func (w *walker) call(ce *syntax.CallExpr, s *syntax.Stmt, stdin, capture *input
 		return
 	}
 	c := &callCtx{node: ce, env: env, stdin: stdin, capture: capture, call: ce, callWord: ce.Args[0]}
+	if out == nil {
+		w.exec(argv, c)
+		return
+	}
+	// Output to a file: what a producer writes there is remembered.
+	var written input
+	c.capture = &written
 	w.exec(argv, c)
+	w.wrote(out.path, written, out.append)
 }
