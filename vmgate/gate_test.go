@@ -442,6 +442,9 @@ var tableCases = []struct{ script, want string }{
 	{"X=GIT; ${X,,} status", "allow"},
 	{"X=xgitx; ${X:1:3} -c alias.x='!sh' x", "undecidable"},
 	{"$T -c alias.x='!sh' x", "undecidable"},
+	{"export GIT_PAGER=$(command -v less); git log", "allow"},
+	{"export GIT_PAGER=\"$(command -v less) -R\"; git log", "allow"},
+	{"git -c core.pager=\"$P\" log", "allow"},
 	// Parse errors.
 	{"echo 'unterminated", "parse-error"},
 	{"if true; then", "parse-error"},

@@ -135,7 +135,9 @@ func (w *walker) analyzeGit(args []field, dashed string, c *callCtx) gitResult {
 // GIT_EXEC_PATH) are writes in disguise.
 func (w *walker) gitEnv(c *callCtx) (gitResult, bool) {
 	for _, name := range []string{"GIT_PAGER", "PAGER", "GIT_EDITOR", "VISUAL", "EDITOR", "GIT_SEQUENCE_EDITOR", "GIT_SSH_COMMAND"} {
-		if f, ok := w.envLookup(c, name); ok {
+		// A value only known at run time names a program the gate cannot
+		// see, like any program path: it is not refused.
+		if f, ok := w.envLookup(c, name); ok && !onlyDynamic(f.s) {
 			w.code(f, c, nil, false)
 		}
 	}
@@ -202,7 +204,9 @@ func (w *walker) gitConfigParam(f field, fromEnv bool, c *callCtx) (gitResult, b
 		return gitResult{kind: gitUndecidable, why: "git -c sets a key only known at run time"}, true
 	}
 	if !fromEnv && configCode(key, val) {
-		w.code(field{s: val, dyn: f.dyn}, c, nil, false)
+		if !onlyDynamic(val) {
+			w.code(field{s: val, dyn: f.dyn}, c, nil, false)
+		}
 		return gitResult{}, false
 	}
 	if configRuns(key, val) {
@@ -667,4 +671,8 @@ func (w *walker) classify(sub string, rest []field, c *callCtx) gitResult {
 		return gitResult{kind: gitUndecidable, sub: sub, why: "git for-each-repo runs git commands named in configuration"}
 	}
 	return undecided
+}
+
+func onlyDynamic(s string) bool {
+	return strings.TrimSpace(strings.ReplaceAll(s, string(dynMark), "")) == ""
 }

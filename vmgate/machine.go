@@ -22,6 +22,10 @@ type Machine struct {
 	// Command, when set, wins over Shell: it is run with `sh -c Command`
 	// and receives the script on its standard input, e.g. `ssh vm bash -s`.
 	Command string
+	// OwnGroup runs the script in a process group of its own, so that a
+	// stopped run takes all its processes with it (a daemon wants this; a
+	// person at a terminal running `vmgate run` keeps job control).
+	OwnGroup bool
 }
 
 // Run runs script and returns its exit status: the shell's exit code, or
@@ -41,9 +45,12 @@ func (m Machine) Run(ctx context.Context, script string, stdin io.Reader, stdout
 		cmd.Stdin = stdin
 	}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	// A stopped run takes its whole process group with it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
+	if m.OwnGroup {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
+	} else {
+		cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	}
 	err := cmd.Run()
 	if err == nil {
 		return 0, nil

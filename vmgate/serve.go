@@ -122,6 +122,11 @@ func Serve(ctx context.Context, cfg ServerConfig) error {
 			_ = os.Chmod(p, d.mode)
 		}
 	}
+	if cfg.Machine != nil {
+		m := *cfg.Machine
+		m.OwnGroup = true
+		cfg.Machine = &m
+	}
 	s := &server{cfg: cfg, log: cfg.Log, slots: make(chan struct{}, cfg.Parallel)}
 	s.runCtx, s.stopRun = context.WithCancel(context.Background())
 	defer s.stopRun()
