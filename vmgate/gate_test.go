@@ -445,6 +445,7 @@ var tableCases = []struct{ script, want string }{
 	{"export GIT_PAGER=$(command -v less); git log", "allow"},
 	{"export GIT_PAGER=\"$(command -v less) -R\"; git log", "allow"},
 	{"git -c core.pager=\"$P\" log", "allow"},
+	{"g\x00it push", "git:push"},
 	// Parse errors.
 	{"echo 'unterminated", "parse-error"},
 	{"if true; then", "parse-error"},
