@@ -736,3 +736,55 @@ func opsCopy(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// TestOpsLogrotate rotates a job's log with dist/logrotate/vmspool while
+// the "job" holds it open with O_APPEND, as spoold's jobs do: the copy
+// holds what was written, and the job's next write lands at the start of
+// the truncated log, with no hole of zeros before it.
+func TestOpsLogrotate(t *testing.T) {
+	lr, err := exec.LookPath("logrotate")
+	if err != nil {
+		t.Skip("no logrotate (apt-get install logrotate)")
+	}
+	b, err := os.ReadFile(filepath.Join("..", "dist", "logrotate", "vmspool"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	dir, old := filepath.Join(tmp, "spool"), filepath.Join(tmp, "old")
+	os.Mkdir(dir, 0o750)
+	conf := string(b)
+	for from, to := range map[string]string{
+		"/var/spool/vm": dir, "/var/log/vmspool": old, "size 50M": "size 1k",
+		// the test runs as whoever runs it, not as vmspool
+		"\tsu vmspool vmspool\n": "", " 0750 vmspool vmspool": "",
+	} {
+		if !strings.Contains(conf, from) {
+			t.Fatalf("dist/logrotate/vmspool lacks %q", from)
+		}
+		conf = strings.ReplaceAll(conf, from, to)
+	}
+	confPath := filepath.Join(tmp, "logrotate.conf")
+	os.WriteFile(confPath, []byte(conf), 0o644)
+
+	log := filepath.Join(dir, "job1.log")
+	f, err := os.OpenFile(log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	before := strings.Repeat("a line the job wrote before the rotation\n", 100)
+	f.WriteString(before)
+	if out, err := exec.Command(lr, "-s", filepath.Join(tmp, "state"), confPath).CombinedOutput(); err != nil {
+		t.Fatalf("logrotate: %v\n%s", err, out)
+	}
+	f.WriteString("after\n")
+	got, _ := os.ReadFile(log)
+	if string(got) != "after\n" {
+		t.Errorf("the log after rotation holds %q; want only the job's next line", got)
+	}
+	copied, err := os.ReadFile(filepath.Join(old, "job1.log.1"))
+	if err != nil || string(copied) != before {
+		t.Errorf("the rotated copy: %v, %d bytes; want the %d bytes written before", err, len(copied), len(before))
+	}
+}
