@@ -2,6 +2,8 @@ package vmgate
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -70,6 +72,7 @@ type VerdictFile struct {
 	Verdict
 	Decided float64 `json:"decided"` // seconds since the epoch
 	Run     bool    `json:"run"`     // a machine will run it: wait for out/<id>.exit
+	SHA256  string  `json:"sha256"`  // of the request decided, so a reused id is decided again
 }
 
 // ExitFile is the document out/<id>.exit.
@@ -285,12 +288,19 @@ func (s *server) handle(ctx context.Context, name string) {
 		return
 	}
 	began := time.Now()
+	sum := sha256.Sum256(data)
+	digest := hex.EncodeToString(sum[:])
 	var vf VerdictFile
-	if old, err := os.ReadFile(s.path(OutDir, id+".json")); err == nil && json.Unmarshal(old, &vf) == nil && vf.ID == id {
+	if old, err := os.ReadFile(s.path(OutDir, id+".json")); err == nil && json.Unmarshal(old, &vf) == nil && vf.ID == id && vf.SHA256 == digest {
 		// A daemon died after the verdict and before the move: the
-		// decision stands; it is not made twice.
+		// decision stands; it is not made twice. (A verdict of another
+		// script under a reused id does not count.)
 	} else {
-		vf = VerdictFile{ID: id, Verdict: s.cfg.Gate.Check(string(data)), Decided: epoch(time.Now())}
+		// A reused id: what an earlier run of it left must not be read
+		// as this request's.
+		_ = os.Remove(s.path(OutDir, id+".exit"))
+		_ = os.Remove(s.path(OutDir, id+".log"))
+		vf = VerdictFile{ID: id, Verdict: s.cfg.Gate.Check(string(data)), Decided: epoch(time.Now()), SHA256: digest}
 		vf.Run = vf.Allowed && s.cfg.Machine != nil
 		if err := s.writeJSON(OutDir, id+".json", vf); err != nil {
 			s.log.WithError(err).WithField("id", id).Error("cannot write the verdict; the request stays for a retry")

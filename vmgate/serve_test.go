@@ -3,6 +3,8 @@ package vmgate
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"os"
@@ -174,6 +176,7 @@ func TestServeRestart(t *testing.T) {
 	// A daemon died after writing a verdict and before the move: the
 	// decision is not made again.
 	old := VerdictFile{ID: "r1", Verdict: Verdict{Allowed: true}, Decided: 42}
+	old.SHA256 = sha256hex("ls")
 	data, _ := json.Marshal(old)
 	os.WriteFile(filepath.Join(dir, OutDir, "r1.json"), data, 0o640)
 	os.WriteFile(filepath.Join(dir, InDir, "r1.sh"), []byte("ls"), 0o640)
@@ -184,6 +187,11 @@ func TestServeRestart(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, DoneDir, "r2.sh"), []byte("sleep 100"), 0o640)
 	// Requests written while no daemon ran are decided at start.
 	os.WriteFile(filepath.Join(dir, InDir, "r3.sh"), []byte("git push"), 0o640)
+	// An id used again for another script: the old verdict is not its.
+	stale := VerdictFile{ID: "r5", Verdict: Verdict{Allowed: true}, Decided: 44, SHA256: sha256hex("ls")}
+	data, _ = json.Marshal(stale)
+	os.WriteFile(filepath.Join(dir, OutDir, "r5.json"), data, 0o640)
+	os.WriteFile(filepath.Join(dir, InDir, "r5.sh"), []byte("git push"), 0o640)
 
 	startServe(t, ServerConfig{Dir: dir, Poll: 20 * time.Millisecond})
 	waitFile(t, filepath.Join(dir, DoneDir, "r1.sh"))
@@ -200,6 +208,11 @@ func TestServeRestart(t *testing.T) {
 	json.Unmarshal(waitFile(t, filepath.Join(dir, OutDir, "r3.json")), &got)
 	if got.Allowed || *got.Git != "push" {
 		t.Errorf("r3 = %+v", got)
+	}
+	waitFile(t, filepath.Join(dir, DoneDir, "r5.sh"))
+	json.Unmarshal(waitFile(t, filepath.Join(dir, OutDir, "r5.json")), &got)
+	if got.Allowed || got.Decided == 44 {
+		t.Errorf("r5 kept the verdict of another script: %+v", got)
 	}
 	// Poll mode sees new requests too.
 	submit(t, dir, "r4", "git log")
@@ -246,4 +259,9 @@ func TestMachineRun(t *testing.T) {
 	if code != 128+9 {
 		t.Errorf("killed run = %d, want 137", code)
 	}
+}
+
+func sha256hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
 }
