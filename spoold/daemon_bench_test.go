@@ -26,7 +26,7 @@ func BenchmarkDaemonNoop(b *testing.B) {
 			defer s.Close()
 			for i := 0; i < b.N; i++ {
 				id := fmt.Sprintf("j%07d", i)
-				spec, _ := json.Marshal(map[string]any{"chat": fmt.Sprintf("c%d", i%1024), "argv": []string{"true"}})
+				spec, _ := json.Marshal(map[string]any{"chat": fmt.Sprintf("c%d", i%64), "argv": []string{"true"}})
 				os.WriteFile(filepath.Join(dir, id+".json"), spec, 0o640)
 				os.WriteFile(filepath.Join(dir, id+".ready"), nil, 0o640)
 			}

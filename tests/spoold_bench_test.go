@@ -22,6 +22,12 @@ import (
 // spooldBenchPoll is the rescan interval of the --poll rows.
 const spooldBenchPoll = 50 * time.Millisecond
 
+// spooldBenchChats is how many chats the no-op jobs take turns in: a chat
+// is a conversation with many runs, so its directory and lock file exist
+// after its first job; 64 keeps two jobs of one chat from meeting in 4
+// workers.
+const spooldBenchChats = 64
+
 // spooldQueue writes a no-op job's spec and marker straight into the tree
 // (no fsync: the setup is not what is measured). It returns the marker's
 // temporary name, to be renamed into place by the caller, if hold.
@@ -147,7 +153,7 @@ func spooldBenchClaim(b *testing.B, args []string) (p50, p99 float64) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		id := fmt.Sprintf("claim-%06d", i)
-		tmp := spooldQueue(b, dir, id, fmt.Sprintf("c%d", i%512), true)
+		tmp := spooldQueue(b, dir, id, fmt.Sprintf("c%d", i%spooldBenchChats), true)
 		t0 := time.Now()
 		if err := os.Rename(tmp, filepath.Join(dir, id+".ready")); err != nil {
 			b.Fatal(err)
@@ -172,7 +178,7 @@ func spooldBenchClaim(b *testing.B, args []string) (p50, p99 float64) {
 func spooldBenchNoop(b *testing.B, workers int, args []string) float64 {
 	dir := newSpool(b)
 	for i := 0; i < b.N; i++ {
-		spooldQueue(b, dir, fmt.Sprintf("noop-%07d", i), fmt.Sprintf("c%d", i%1024), false)
+		spooldQueue(b, dir, fmt.Sprintf("noop-%07d", i), fmt.Sprintf("c%d", i%spooldBenchChats), false)
 	}
 	w, err := fsnotify.NewBufferedWatcher(1 << 16)
 	if err != nil {
