@@ -19,9 +19,11 @@ func FuzzCheck(f *testing.F) {
 		done := make(chan Verdict, 1)
 		go func() { done <- Check(script) }()
 		var v1 Verdict
+		timer := time.NewTimer(5 * time.Second)
 		select {
 		case v1 = <-done:
-		case <-time.After(5 * time.Second):
+			timer.Stop()
+		case <-timer.C:
 			t.Fatalf("Check(%q) did not return in 5s", script)
 		}
 		v2 := Check(script)
