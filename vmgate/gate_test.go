@@ -241,6 +241,9 @@ var tableCases = []struct{ script, want string }{
 	{"shopt -s expand_aliases; alias g='git commit'; g -m x", "git:commit"},
 	{"shopt -s expand_aliases; alias g='git status'; g", "allow"},
 	{"alias g='git commit'; g -m x", "allow"},
+	{"bash -ic 'alias g=git; g push'", "git:push"},
+	{"bash -O expand_aliases -c 'alias g=git; g push'", "git:push"},
+	{"bash -c 'alias g=git; g push'", "allow"},
 	{"shopt -s expand_aliases; alias g='git'; g status; g push", "git:push"},
 	{"shopt -s expand_aliases; alias ls='ls -la'; ls; ls /tmp", "allow"},
 	// git's own options.

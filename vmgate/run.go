@@ -421,7 +421,7 @@ func assignment(f field) (string, field, bool) {
 // shell handles bash, sh, dash, zsh...: -c STRING (flags may be combined:
 // -lc, -ec, -xc), a script file (not seen), or a script read from stdin.
 func (w *walker) shell(args []field, c *callCtx) {
-	cmode, smode := false, false
+	cmode, smode, aliases := false, false, false
 	i := 0
 loop:
 	for ; i < len(args); i++ {
@@ -451,8 +451,13 @@ loop:
 					cmode = true
 				case 's':
 					smode = true
+				case 'i':
+					aliases = true // an interactive shell expands aliases
 				case 'o', 'O':
 					i++ // -o pipefail
+					if ch == 'O' && i < len(args) && args[i].s == "expand_aliases" && s[0] == '-' {
+						aliases = true
+					}
 				}
 			}
 		default:
@@ -460,6 +465,10 @@ loop:
 		}
 	}
 	rest := args[min(i, len(args)):]
+	if aliases && !w.expandAliases {
+		w.expandAliases = true
+		defer func() { w.expandAliases = false }()
+	}
 	switch {
 	case cmode:
 		if len(rest) == 0 {
