@@ -304,6 +304,7 @@ func TestWatchdStoryPoll(t *testing.T) {
 // <job>.ready and left the previous run's done document in place. A
 // watcher started then must not take it for the new run.
 func TestWatchdStampGuardWithoutRemoval(t *testing.T) {
+	t.Parallel()
 	dir := newSpool(t)
 	watchdSpoold(t, dir)
 	s := watchdOpen(t, dir)
@@ -332,6 +333,7 @@ func TestWatchdStampGuardWithoutRemoval(t *testing.T) {
 // TestWatchdJobGuard: a stale document of another job, stamped after the
 // watcher's start, is not the followed job's.
 func TestWatchdJobGuard(t *testing.T) {
+	t.Parallel()
 	dir := newSpool(t)
 	watchdSpoold(t, dir)
 	s := watchdOpen(t, dir)
@@ -361,6 +363,7 @@ func TestWatchdJobGuard(t *testing.T) {
 // TestWatchdEndedBeforeWatcher: a run that ended before its watcher
 // started is reported, not waited on, when the job id is known.
 func TestWatchdEndedBeforeWatcher(t *testing.T) {
+	t.Parallel()
 	dir := newSpool(t)
 	watchdSpoold(t, dir)
 	s := watchdOpen(t, dir)
@@ -402,6 +405,7 @@ func TestWatchdEndedBeforeWatcher(t *testing.T) {
 // TestWatchdFollowErrors: bad input is one line and exit 2; a timeout is
 // 124 with a last "done": true status.
 func TestWatchdFollowErrors(t *testing.T) {
+	t.Parallel()
 	dir := newSpool(t)
 	for _, args := range [][]string{
 		{"follow", "--spool", dir, "--chat", "../x"},
@@ -516,6 +520,7 @@ func watchdTexts(ch <-chan watchdSSE) []string {
 // TestWatchdServeSubscribers: two subscribers of one chat and one of
 // another see exactly their events.
 func TestWatchdServeSubscribers(t *testing.T) {
+	t.Parallel()
 	dir := newSpool(t)
 	watchdSpoold(t, dir)
 	url, _ := watchdServe(t, dir)
@@ -558,6 +563,7 @@ func TestWatchdServeSubscribers(t *testing.T) {
 // TestWatchdServeResume: a reconnect with Last-Event-ID gets nothing twice
 // and misses nothing.
 func TestWatchdServeResume(t *testing.T) {
+	t.Parallel()
 	dir := newSpool(t)
 	watchdSpoold(t, dir)
 	url, _ := watchdServe(t, dir)
@@ -613,6 +619,7 @@ func TestWatchdServeResume(t *testing.T) {
 
 // TestWatchdServeShutdown: SIGTERM ends the streams and the process exits 0.
 func TestWatchdServeShutdown(t *testing.T) {
+	t.Parallel()
 	dir := newSpool(t)
 	watchdSpoold(t, dir)
 	url, cmd := watchdServe(t, dir)
@@ -640,6 +647,7 @@ func TestWatchdServeShutdown(t *testing.T) {
 // test's binaries, quickly, and checks its story and that it leaves no
 // process of its own behind.
 func TestWatchdDemo(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("sh"); err != nil {
 		t.Skip("no sh")
 	}
@@ -685,4 +693,61 @@ func TestWatchdDemo(t *testing.T) {
 	if t.Failed() {
 		t.Logf("demo output:\n%s", text)
 	}
+}
+
+// TestWatchdDemoInterrupted: Ctrl-C in the middle of the demo (SIGINT to
+// its whole process group, as a terminal sends it) stops everything it
+// started.
+func TestWatchdDemoInterrupted(t *testing.T) {
+	t.Parallel()
+	demoDir := filepath.Join(t.TempDir(), "demo")
+	cmd := exec.Command("../scripts/demo.sh")
+	cmd.Env = append(os.Environ(), "BIN="+binDir, "DEMO_DIR="+demoDir, "DEMO_PACE=0.2")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var out watchdLockedBuf
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	watchdWaitFor(t, "the demo's first run", func() bool { return strings.Contains(out.String(), "reading the request") })
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Errorf("the demo exited 0 after Ctrl-C")
+		}
+	case <-time.After(30 * time.Second):
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		t.Fatalf("the demo did not stop on Ctrl-C:\n%s", out.String())
+	}
+	watchdWaitFor(t, "the demo's processes to be gone", func() bool {
+		procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+		for _, p := range procs {
+			if b, err := os.ReadFile(p); err == nil && bytes.Contains(b, []byte(demoDir)) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// watchdLockedBuf is a bytes.Buffer safe for a process's writes and the
+// test's reads at once.
+type watchdLockedBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *watchdLockedBuf) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *watchdLockedBuf) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }
