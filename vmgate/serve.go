@@ -11,8 +11,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -26,6 +28,7 @@ import (
 //	out/<id>.json     the verdict, written atomically before anything else happens
 //	out/<id>.log      with a machine: the allowed script's stdout and stderr
 //	out/<id>.exit     with a machine: {"id","exit","started","finished","error"}, written last
+//	out/<id>.owner    with a machine, while it runs: "host pid" of the daemon that runs it
 //	done/<id>.sh      the request once its verdict is written (the move is the claim)
 //	corrupt/<name>    a request that is not <id>.sh or cannot be read, with <name>.why
 const (
@@ -252,6 +255,15 @@ func (s *server) recover() {
 		if err != nil || json.Unmarshal(data, &vf) != nil || !vf.Run {
 			continue
 		}
+		// The run's owner: a live process (this host's, or any other
+		// host's, which the gate cannot see) still has it.
+		if own, err := os.ReadFile(s.path(OutDir, id+".owner")); err == nil {
+			host, pid, _ := strings.Cut(strings.TrimSpace(string(own)), " ")
+			n, _ := strconv.Atoi(pid)
+			if me, _ := os.Hostname(); host != me || n > 0 && syscall.Kill(n, 0) != syscall.ESRCH {
+				continue
+			}
+		}
 		now := epoch(time.Now())
 		s.writeJSON(OutDir, id+".exit", ExitFile{ID: id, Started: now, Finished: now, Error: "vmgate stopped while the script ran; it may have run in part"})
 	}
@@ -300,6 +312,7 @@ func (s *server) handle(ctx context.Context, name string) {
 		// as this request's.
 		_ = os.Remove(s.path(OutDir, id+".exit"))
 		_ = os.Remove(s.path(OutDir, id+".log"))
+		_ = os.Remove(s.path(OutDir, id+".owner"))
 		vf = VerdictFile{ID: id, Verdict: s.cfg.Gate.Check(string(data)), Decided: epoch(time.Now()), SHA256: digest}
 		vf.Run = vf.Allowed && s.cfg.Machine != nil
 		if err := s.writeJSON(OutDir, id+".json", vf); err != nil {
@@ -329,6 +342,10 @@ func (s *server) handle(ctx context.Context, name string) {
 		s.cfg.Metrics.Decision(vf.Allowed, reason, git, time.Since(began))
 	}
 	if vf.Run {
+		// The owner file says who runs it, so that another daemon's start
+		// does not take a live run for one a crash left behind.
+		host, _ := os.Hostname()
+		_ = os.WriteFile(s.path(OutDir, id+".owner"), fmt.Appendf(nil, "%s %d\n", host, os.Getpid()), 0o640)
 		s.runs.Add(1)
 		go s.run(id, string(data))
 	}
@@ -371,6 +388,7 @@ func (s *server) run(id, script string) {
 	if err := s.writeJSON(OutDir, id+".exit", ef); err != nil {
 		s.log.WithError(err).WithField("id", id).Error("cannot write the exit")
 	}
+	_ = os.Remove(s.path(OutDir, id+".owner"))
 	l := s.log.WithField("id", id)
 	if ef.Exit != nil {
 		l = l.WithField("exit", *ef.Exit)

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -185,6 +186,13 @@ func TestServeRestart(t *testing.T) {
 	data, _ = json.Marshal(run)
 	os.WriteFile(filepath.Join(dir, OutDir, "r2.json"), data, 0o640)
 	os.WriteFile(filepath.Join(dir, DoneDir, "r2.sh"), []byte("sleep 100"), 0o640)
+	// ... but a run another live daemon owns is left alone.
+	live := VerdictFile{ID: "r6", Verdict: Verdict{Allowed: true}, Decided: 45, Run: true}
+	data, _ = json.Marshal(live)
+	os.WriteFile(filepath.Join(dir, OutDir, "r6.json"), data, 0o640)
+	os.WriteFile(filepath.Join(dir, DoneDir, "r6.sh"), []byte("sleep 100"), 0o640)
+	host, _ := os.Hostname()
+	os.WriteFile(filepath.Join(dir, OutDir, "r6.owner"), fmt.Appendf(nil, "%s %d\n", host, os.Getpid()), 0o640)
 	// Requests written while no daemon ran are decided at start.
 	os.WriteFile(filepath.Join(dir, InDir, "r3.sh"), []byte("git push"), 0o640)
 	// An id used again for another script: the old verdict is not its.
@@ -204,6 +212,9 @@ func TestServeRestart(t *testing.T) {
 	json.Unmarshal(waitFile(t, filepath.Join(dir, OutDir, "r2.exit")), &ef)
 	if ef.Exit != nil || !strings.Contains(ef.Error, "stopped") {
 		t.Errorf("r2 exit = %+v", ef)
+	}
+	if _, err := os.Stat(filepath.Join(dir, OutDir, "r6.exit")); err == nil {
+		t.Error("a live daemon's run was taken for a crashed one")
 	}
 	json.Unmarshal(waitFile(t, filepath.Join(dir, OutDir, "r3.json")), &got)
 	if got.Allowed || *got.Git != "push" {
