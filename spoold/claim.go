@@ -18,6 +18,27 @@ import (
 // processes a dead attempt left behind are ended before either, since they
 // hold both locks.
 func (d *Daemon) handle(it *item) {
+	// The marker as it is now: the job may have been claimed by another
+	// daemon since it was queued here, or queued again with a backoff.
+	fi, err := d.s.Stat(it.job + spool.ExtReady)
+	if err != nil {
+		if it.parked && it.chat != "" {
+			d.q.headDone(it.chat)
+			d.q.retry(it.chat)
+		}
+		d.q.forget(it.job)
+		return
+	}
+	if fi.ModTime().After(time.Now()) && fi.ModTime().After(it.at) {
+		if it.parked && it.chat != "" {
+			d.q.headDone(it.chat)
+			d.q.retry(it.chat)
+		}
+		it.at, it.parked = fi.ModTime(), false
+		d.q.push(it)
+		return
+	}
+	it.content = fi.Size() > 0
 	sp, err := d.s.ReadSpec(it.job)
 	if err != nil {
 		if !permanent(err) {

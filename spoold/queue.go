@@ -93,6 +93,14 @@ func (q *queue) add(it *item) bool {
 	return true
 }
 
+// push puts back a known job (its marker's time moved on).
+func (q *queue) push(it *item) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	heap.Push(&q.h, it)
+	q.notifyLocked()
+}
+
 func (q *queue) has(job string) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()

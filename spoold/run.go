@@ -643,9 +643,28 @@ func (r *run) end(st spool.State, exit *int, errText string) {
 	if errText != "" {
 		res.Error = &errText
 	}
-	if err := d.s.Finish(res); err != nil {
-		r.log.WithError(err).Error("cannot write the result")
-		return
+	// A result that cannot be written (a full disk) is tried again while
+	// the lease is kept fresh: given up, the lease would go stale and a
+	// recoverer would end the job "worker died", or run it again, though
+	// it ran to its end.
+	for try := 0; ; try++ {
+		err := d.s.Finish(res)
+		if err == nil {
+			break
+		}
+		if try == 0 {
+			r.log.WithError(err).Error("cannot write the result; trying again while holding the lease")
+		}
+		select {
+		case <-d.interrupt: // the shutdown's grace is over
+			r.log.WithError(err).Error("cannot write the result; stopping, recovery will end the job")
+			return
+		case <-time.After(min(time.Second, d.cfg.Lease/3)):
+		}
+		if err := d.s.Heartbeat(r.lease); err != nil {
+			r.log.WithError(err).Warn("lease lost while the result could not be written: writing nothing")
+			return
+		}
 	}
 	evs, _ := r.er.Read()
 	for _, ev := range evs {

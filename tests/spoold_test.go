@@ -237,8 +237,9 @@ func TestSpooldEveryJobRunsOnce(t *testing.T) {
 	dir := newSpool(t)
 	work := t.TempDir()
 	ran := filepath.Join(work, "ran")
+	var daemons []*spooldProc
 	for i := 0; i < 3; i++ {
-		spooldStart(t, dir, "--workers", "3", "--worker", fmt.Sprintf("w%d", i))
+		daemons = append(daemons, spooldStart(t, dir, "--workers", "3", "--worker", fmt.Sprintf("w%d", i)))
 	}
 	s := spooldOpen(t, dir)
 	const n, chats = 300, 40
@@ -301,6 +302,11 @@ func TestSpooldEveryJobRunsOnce(t *testing.T) {
 	}
 	if len(count) != n {
 		t.Errorf("%d distinct jobs ran, want %d", len(count), n)
+	}
+	// A result is written before its lease is removed: the tree is checked
+	// once the daemons are done with it.
+	for _, d := range daemons {
+		d.stop(t, 20*time.Second)
 	}
 	if got := spooldCheckTree(t, s); got[spool.Done] != n {
 		t.Errorf("final states %v, want %d done", got, n)
@@ -442,7 +448,7 @@ func spooldEditLease(t testing.TB, s *spool.Spool, job string, edit func(map[str
 // that prints 10 MB, a missing program.
 func TestSpooldEnds(t *testing.T) {
 	dir := newSpool(t)
-	spooldStart(t, dir, "--workers", "4", "--kill-grace", "1s")
+	d := spooldStart(t, dir, "--workers", "4", "--kill-grace", "1s")
 	s := spooldOpen(t, dir)
 
 	timeout := spooldSubmit(t, dir, "--chat", "t", "--timeout", "1s", "--", "sleep", "30")
@@ -495,6 +501,7 @@ func TestSpooldEnds(t *testing.T) {
 	if p == nil || (p.Job != running && p.Job != queued) || !p.Done || p.State != spool.Cancelled {
 		t.Errorf("progress of the cancelled chat: %+v", p)
 	}
+	d.stop(t, 10*time.Second)
 	spooldCheckTree(t, s)
 }
 
@@ -774,5 +781,6 @@ func TestSpooldLeaseLost(t *testing.T) {
 	if evs := spooldEvents(t, s, job); spooldHasEvent(evs, spool.EventEnd, "") || !spooldHasEvent(evs, spool.EventWorker, "worker thief died") {
 		t.Errorf("events: %+v", evs)
 	}
+	d.stop(t, 10*time.Second)
 	spooldCheckTree(t, s)
 }
