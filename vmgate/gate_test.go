@@ -108,6 +108,12 @@ var tableCases = []struct{ script, want string }{
 	{"git() { echo no git here; }; git commit", "allow"},
 	{"git() { command git \"$@\"; }; git commit -m x", "git:commit"},
 	{"f() { f; }; f", "allow"},
+	{"g() { git -C /mnt/project \"$@\"; }; g status; g log -1", "allow"},
+	{"g() { git -C /mnt/project \"$@\"; }; g status; g commit -m x", "git:commit"},
+	{"g() { git -C /mnt/project \"$@\"; }; g \"$SUB\"", "undecidable"},
+	{"f() { git add \"$@\"; }", "git:add"},
+	{"f() { eval \"$1\"; }; f 'git log'", "allow"},
+	{"f() { eval \"$1\"; }; f 'git push'", "git:push"},
 	// Command and process substitutions, arithmetic, tests.
 	{"echo $(git rev-parse HEAD)", "allow"},
 	{"echo $(git commit -m x)", "git:commit"},

@@ -45,11 +45,12 @@ type walker struct {
 	aliases       map[string]value
 	expandAliases bool
 
-	steps int
-	gitW  *finding
-	pol   *finding
-	undec *finding
-	done  bool
+	steps   int
+	defWalk int // > 0 while a function body is read where it is defined
+	gitW    *finding
+	pol     *finding
+	undec   *finding
+	done    bool
 }
 
 func newWalker(g *Gate, src string) *walker {
@@ -81,7 +82,10 @@ func (w *walker) record(f *finding) {
 			w.pol = f
 		}
 	default:
-		if w.undec == nil {
+		// Where a function is defined its arguments are unknown: a doubt
+		// about them is settled by each call, which is read with the
+		// call's arguments (g() { git "$@"; }; g status passes).
+		if w.undec == nil && w.defWalk == 0 {
 			w.undec = f
 		}
 	}
@@ -217,7 +221,9 @@ func (w *walker) stmt(s *syntax.Stmt, stdin, capture *input) {
 		w.scoped(func() {
 			pos, known := w.pos, w.posKnown
 			w.pos, w.posKnown = nil, false
+			w.defWalk++
 			w.stmt(c.Body, nil, nil)
+			w.defWalk--
 			w.pos, w.posKnown = pos, known
 		})
 	case *syntax.ArithmCmd:
