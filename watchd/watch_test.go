@@ -332,3 +332,55 @@ func TestHubCreatesProgressDir(t *testing.T) {
 		t.Fatalf("progress/: %v %v", fi, err)
 	}
 }
+
+func TestHubSurvivesProgressDirReplaced(t *testing.T) {
+	// An operator's rm -r progress/ (or an unmount) silently ends the old
+	// watch; the safety net notices and watches the new directory.
+	s := newTestSpool(t)
+	h, err := NewHub(s, HubConfig{Rescan: 30 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go h.Run(ctx)
+	sub, _ := h.Subscribe("c")
+	defer sub.Close()
+	if err := os.RemoveAll(s.Path(spool.ProgressDir)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the Hub makes it again
+	newRun(t, s, "c", "j").say("after")
+	waitFor(t, "the document in the new progress/", func() bool {
+		snap, _ := sub.Latest()
+		return snap.Doc != nil && snap.Doc.Status == "after"
+	})
+}
+
+func TestHubPollSeesChanges(t *testing.T) {
+	s := newTestSpool(t)
+	h, err := NewHub(s, HubConfig{Poll: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go h.Run(ctx)
+	sub, _ := h.Subscribe("c")
+	defer sub.Close()
+	r := newRun(t, s, "c", "j")
+	for _, x := range []string{"a", "b", "c"} {
+		r.say(x)
+		waitFor(t, x, func() bool {
+			snap, _ := sub.Latest()
+			return snap.Doc != nil && snap.Doc.Status == x
+		})
+	}
+	s.Remove(spool.ProgressPath("c"))
+	waitFor(t, "the removal", func() bool {
+		snap, fresh := sub.Latest()
+		return fresh && snap.Doc == nil
+	})
+}
