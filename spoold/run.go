@@ -626,8 +626,8 @@ func (r *run) checkAnswer() {
 // it writes nothing.
 func (r *run) end(st spool.State, exit *int, errText string) {
 	d := r.d
-	if err := d.s.Heartbeat(r.lease); err != nil {
-		r.log.WithError(err).Warn("lease lost before the end: writing nothing")
+	if cur, _, err := d.s.ReadLease(r.job); err != nil || !cur.Same(r.lease) {
+		r.log.Warn("lease lost before the end: writing nothing")
 		return
 	}
 	text := string(st)

@@ -56,7 +56,7 @@ func spooldStart(t testing.TB, dir string, args ...string) *spooldProc {
 	p := &spooldProc{t: t, cmd: cmd, log: logf.Name(), done: make(chan struct{})}
 	go func() { p.err = cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
-		p.kill()
+		p.quit()
 		if t.Failed() {
 			b, _ := os.ReadFile(p.log)
 			if len(b) > 20000 {
@@ -73,6 +73,25 @@ func spooldStart(t testing.TB, dir string, args ...string) *spooldProc {
 func (p *spooldProc) kill() {
 	p.cmd.Process.Signal(syscall.SIGKILL)
 	<-p.done
+}
+
+// quit stops spoold for good at the end of a test: two signals (stop now,
+// ending its jobs' groups, so no job outlives the test), then SIGKILL if
+// that is not enough.
+func (p *spooldProc) quit() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	time.Sleep(20 * time.Millisecond)
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		p.kill()
+	}
 }
 
 // stop sends SIGTERM and waits for the exit, which must be 0.
@@ -783,4 +802,27 @@ func TestSpooldLeaseLost(t *testing.T) {
 	}
 	d.stop(t, 10*time.Second)
 	spooldCheckTree(t, s)
+}
+
+// TestSpooldProgressKeepalive: a running job's document is rewritten even
+// when nothing happens, so a watcher is never left without news; seq does
+// not move without an event.
+func TestSpooldProgressKeepalive(t *testing.T) {
+	dir := newSpool(t)
+	spooldStart(t, dir)
+	s := spooldOpen(t, dir)
+	job := spooldSubmit(t, dir, "--chat", "k", "--", "sleep", "7")
+	var first *spool.Progress
+	spooldEventually(t, 10*time.Second, "the first document", func() bool {
+		first = spooldProgress(t, s, "k")
+		return first != nil && first.Job == job && first.State == spool.Running
+	})
+	var later *spool.Progress
+	spooldEventually(t, 8*time.Second, "a newer document without events", func() bool {
+		later = spooldProgress(t, s, "k")
+		return later != nil && later.Updated > first.Updated
+	})
+	if later.Seq != first.Seq || later.Done {
+		t.Errorf("keepalive document moved: %+v -> %+v", first, later)
+	}
 }
