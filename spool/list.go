@@ -6,6 +6,8 @@ import (
 	"io"
 	"io/fs"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -61,25 +63,40 @@ func (s *Spool) List(opt ListOptions) ([]Row, error) {
 	if n <= 0 {
 		n = min(4, 2*runtime.GOMAXPROCS(0))
 	}
-	early := make(chan string, 1024)
-	got := make([]map[string]*Row, n)
+	// The scanner owns each entry's files; a reader owns its row, and is
+	// handed an entry at most once.
+	type entry struct {
+		files Files
+		sent  bool
+		row   Row
+		read  State // the state row was read as, or ""
+	}
+	early := make(chan *entry, 1024)
 	var wg sync.WaitGroup
 	for w := 0; w < n; w++ {
-		got[w] = map[string]*Row{}
 		wg.Add(1)
-		go func(m map[string]*Row) {
+		go func() {
 			defer wg.Done()
-			for name := range early {
-				job, ext, _ := SplitName(name)
-				r := &Row{Job: job, State: extState[ext]}
-				s.fillRow(r, HasSpec, now)
-				m[name] = r
+			for e := range early {
+				s.fillRow(&e.row, HasSpec, now)
+				e.read = e.row.State
 			}
-		}(got[w])
+		}()
 	}
-	jobs, err := s.scan(func(name, ext string) {
-		if st := extState[ext]; st.Final() && (opt.State == "" || opt.State == st) {
-			early <- name
+	byID := make(map[string]*entry)
+	var all []*entry
+	err := s.scanNames(func(name, job, ext string) {
+		e := byID[job]
+		if e == nil {
+			e = &entry{row: Row{Job: job}}
+			byID[job] = e
+			all = append(all, e)
+		}
+		e.files |= extBit[ext]
+		if st := extState[ext]; !e.sent && st.Final() && (opt.State == "" || opt.State == st) {
+			e.sent = true
+			e.row.State = st
+			early <- e
 		}
 	})
 	close(early)
@@ -87,28 +104,19 @@ func (s *Spool) List(opt ListOptions) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
-	ids := SortedIDs(jobs)
-	rows := make([]Row, 0, len(ids))
+	slices.SortFunc(all, func(a, b *entry) int { return strings.Compare(a.row.Job, b.row.Job) })
+	rows := make([]Row, 0, len(all))
 	var rest []int
-	for _, id := range ids {
-		st, ok := jobs[id].State()
+	for _, e := range all {
+		st, ok := e.files.State()
 		if !ok || (opt.State != "" && st != opt.State) {
 			continue
 		}
-		var r *Row
-		if st.Final() {
-			for _, m := range got {
-				if r = m[id+st.Ext()]; r != nil {
-					break
-				}
-			}
+		if e.read != st {
+			e.row = Row{Job: e.row.Job, State: st}
+			rest = append(rest, len(rows))
 		}
-		if r != nil {
-			rows = append(rows, *r)
-			continue
-		}
-		rest = append(rest, len(rows))
-		rows = append(rows, Row{Job: id, State: st})
+		rows = append(rows, e.row)
 	}
 	next := make(chan int, 256)
 	for w := 0; w < n; w++ {
@@ -116,7 +124,7 @@ func (s *Spool) List(opt ListOptions) ([]Row, error) {
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				s.fillRow(&rows[i], jobs[rows[i].Job], now)
+				s.fillRow(&rows[i], byID[rows[i].Job].files, now)
 			}
 		}()
 	}
@@ -131,27 +139,26 @@ func (s *Spool) List(opt ListOptions) ([]Row, error) {
 var extState = map[string]State{ExtDone: Done, ExtFailed: Failed, ExtCancelled: Cancelled,
 	ExtRunning: Running, ExtReady: Queued, ExtSpec: New}
 
-// scan is Scan with a look at each name as it is read.
-func (s *Spool) scan(seen func(name, ext string)) (map[string]Files, error) {
+// scanNames reads the root's names once, as Scan does, and hands each
+// name of a job to seen as it is read.
+func (s *Spool) scanNames(seen func(name, job, ext string)) error {
 	d, err := s.root.Open(".")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer d.Close()
-	jobs := make(map[string]Files)
 	for {
 		names, err := d.Readdirnames(4096)
 		for _, n := range names {
 			if job, ext, ok := SplitName(n); ok {
-				jobs[job] |= extBit[ext]
-				seen(n, ext)
+				seen(n, job, ext)
 			}
 		}
 		if errors.Is(err, io.EOF) {
-			return jobs, nil
+			return nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("spool %s: %w", s.Dir, err)
+			return fmt.Errorf("spool %s: %w", s.Dir, err)
 		}
 	}
 }

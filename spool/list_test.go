@@ -25,6 +25,10 @@ func TestList(t *testing.T) {
 	writeRaw(t, s, "bad.json", "{")
 	writeRaw(t, s, "bad.ready", "")
 	writeRaw(t, s, "hand.json", `{"chat":"h","argv":["x"]}`)
+	// Two final documents: done wins, whichever the listing meets first.
+	writeRaw(t, s, "two.json", `{"chat":"t","argv":["x"]}`)
+	writeRaw(t, s, "two.failed", `{"job":"two","chat":"wrong","state":"failed","attempt":1}`)
+	writeRaw(t, s, "two.done", `{"job":"two","chat":"t","state":"done","attempt":2}`)
 
 	rows, err := s.List(ListOptions{})
 	if err != nil {
@@ -34,7 +38,7 @@ func TestList(t *testing.T) {
 	for _, row := range rows {
 		got[row.Job] = row
 	}
-	if len(rows) != 6 || rows[0].Job > rows[1].Job {
+	if len(rows) != 7 || rows[0].Job > rows[1].Job {
 		t.Fatalf("rows: %+v", rows)
 	}
 	for _, c := range []struct {
@@ -49,6 +53,7 @@ func TestList(t *testing.T) {
 		{d, Done, "d", 1, false},
 		{retry, Queued, "retry", 2, true},
 		{"hand", New, "h", 0, false},
+		{"two", Done, "t", 2, false},
 	} {
 		row := got[c.job]
 		if row.State != c.st || row.Chat != c.chat || row.Attempt != c.att || (row.NotBefore != 0) != c.retry || row.Created == 0 || row.Problem != "" {

