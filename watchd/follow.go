@@ -139,18 +139,19 @@ func (f *Follower) Feed(doc *spool.Progress) []Output {
 			out = append(out, o)
 		}
 	}
-	if doc.Seq > f.last {
-		// The document counts events its list does not hold (a writer
-		// that keeps fewer, or only "status", like the Python tools).
-		if len(evs) == 0 && doc.Status != "" && doc.Status != f.status {
-			if doc.Seq > f.last+1 {
-				out = append(out, gap(doc.Job, f.last, doc.Seq))
-			}
-			f.status = doc.Status
-			out = append(out, Output{Kind: Status, Job: doc.Job, Seq: doc.Seq, Text: doc.Status})
-		} else {
-			out = append(out, gap(doc.Job, f.last, doc.Seq+1))
+	switch {
+	case len(evs) == 0 && doc.Status != "" && doc.Status != f.status && doc.Seq >= f.last:
+		// A writer that keeps no events, only "status" (the Python
+		// tools; some write no seq either): its status is the news.
+		if doc.Seq > f.last+1 {
+			out = append(out, gap(doc.Job, f.last, doc.Seq))
 		}
+		f.status = doc.Status
+		f.last = doc.Seq
+		out = append(out, Output{Kind: Status, Job: doc.Job, Seq: doc.Seq, Text: doc.Status})
+	case doc.Seq > f.last:
+		// The document counts events its list no longer holds.
+		out = append(out, gap(doc.Job, f.last, doc.Seq+1))
 		f.last = doc.Seq
 	}
 	if q := doc.Question; q != nil && !doc.Done && !f.asked[q.ID] {

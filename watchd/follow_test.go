@@ -161,6 +161,16 @@ func TestFollowerGuards(t *testing.T) {
 			ended: true,
 		},
 		{
+			name: "a writer with neither events nor seq: its status changes are the news",
+			g:    Guards{Began: began},
+			docs: []*spool.Progress{
+				{Job: "p", Updated: 1001, Status: "one"},
+				{Job: "p", Updated: 1002, Status: "one"},
+				{Job: "p", Updated: 1003, Status: "two"},
+			},
+			want: "status:one | status:two",
+		},
+		{
 			name: "done without a state, exit 1",
 			g:    Guards{Began: began},
 			docs: []*spool.Progress{{Job: "p", Updated: 1001, Done: true, Exit: ip(1), Events: []spool.Event{}}},
