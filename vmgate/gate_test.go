@@ -441,6 +441,9 @@ var tableCases = []struct{ script, want string }{
 	{"echo 'git log' > l.sh; bash l.sh", "allow"},
 	{"echo 'git push' > p.sh; cp p.sh q.sh; . ./q.sh", "git:push"},
 	{"python3 gen.py > gen.sh; bash gen.sh", "undecidable"},
+	{"echo 'git push' > r.sh; bash < r.sh", "git:push"},
+	{"echo 'git push' > r.sh; sh -c \"$(cat r.sh)\"", "git:push"},
+	{"echo 'git log' > r.sh; sh -c \"$(cat r.sh)\"", "allow"},
 	{"echo hi > notes.txt; cat notes.txt", "allow"},
 	{"echo 'git push' >> a.sh; echo ok", "allow"},
 	// Escapes and hints that spell git.

@@ -257,8 +257,14 @@ func (w *walker) exec(argv []field, c *callCtx) {
 			}
 		}
 	case "cat":
-		if c.capture != nil && (len(args) == 0 || len(args) == 1 && args[0].s == "-") && c.stdin != nil {
+		switch {
+		case c.capture == nil:
+		case (len(args) == 0 || len(args) == 1 && args[0].s == "-") && c.stdin != nil:
 			*c.capture = *c.stdin
+		case len(args) == 1 && !args[0].dyn:
+			if f, ok := w.files[cleanPath(args[0].s)]; ok {
+				*c.capture = f // $(cat run.sh), written above
+			}
 		}
 	}
 }

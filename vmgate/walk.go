@@ -544,6 +544,10 @@ func (w *walker) redirsOut(rs []*syntax.Redirect) (*input, *outFile) {
 				in = &input{}
 				if len(fs) == 1 && fs[0].proc != nil {
 					in = &input{known: true, text: *fs[0].proc}
+				} else if len(fs) == 1 && !fs[0].dyn && r.Op == syntax.RdrIn {
+					if f, ok := w.files[cleanPath(fs[0].s)]; ok {
+						in = &f // bash < run.sh, written above
+					}
 				}
 			}
 			fd1 := r.N == nil || r.N.Value == "1"
