@@ -35,8 +35,7 @@ type walker struct {
 	posKnown bool
 
 	// files the script itself wrote (echo ... > f, cat > f <<EOF), so
-	// that running one (bash f, ./f, source f) is read too; known is
-	// false for a file written by a command whose output is not known.
+	// that running one (bash f, ./f, source f) is read too.
 	files map[string]input
 
 	funcs         map[string]*syntax.Stmt
@@ -576,6 +575,13 @@ func (w *walker) wrote(path string, content input, appendTo bool) {
 	}
 	if len(content.text) > 4*maxValue {
 		content = input{}
+	}
+	if !content.known {
+		// Written by a command whose output is not known (curl -o, a
+		// generator): like any file the gate did not see written, it is
+		// not read, as `curl ... | bash` is not.
+		delete(w.files, key)
+		return
 	}
 	w.files[key] = content
 }
