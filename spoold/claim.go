@@ -77,12 +77,21 @@ func (d *Daemon) handle(it *item) {
 	if it.parked {
 		d.q.headDone(sp.Chat)
 	}
-	d.q.forget(it.job)
-	if err != nil || lease == nil {
+	if err != nil {
+		// The lease could not be written (a full disk) and the marker was
+		// put back. The job stays known, so that the event of that rename
+		// does not bring it straight back: it is tried again in a second,
+		// not in a loop.
 		chatLock.Close()
-		if err != nil {
-			d.log.WithError(err).WithFields(logrus.Fields{"job": it.job, "chat": sp.Chat, "worker": d.cfg.Worker}).Error("claim")
-		}
+		d.log.WithError(err).WithFields(logrus.Fields{"job": it.job, "chat": sp.Chat, "worker": d.cfg.Worker}).Error("claim; trying again in a second")
+		it.at, it.parked = time.Now().Add(time.Second), false
+		d.q.push(it)
+		d.q.retry(sp.Chat)
+		return
+	}
+	d.q.forget(it.job)
+	if lease == nil {
+		chatLock.Close()
 		d.q.retry(sp.Chat)
 		return
 	}
