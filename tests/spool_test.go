@@ -519,3 +519,29 @@ func TestSpoolCancelWait(t *testing.T) {
 		t.Errorf("cancel --wait with no daemon: exit %d %s", code, errs)
 	}
 }
+
+// What spool submit and spool ask create is 0640 and 0750, whatever the
+// caller's umask.
+func TestSpoolModes(t *testing.T) {
+	for _, mask := range []string{"000", "077"} {
+		dir := newSpool(t)
+		os.Chmod(dir, 0o750)
+		sh := exec.Command("sh", "-c", "umask "+mask+` && job=$(spool submit --chat c -- true) &&
+			SPOOL_JOB=$job SPOOL_CHAT=c spool ask --timeout 10ms "ok?"; test $? = 124 && SPOOL_JOB=$job spool say hi`)
+		sh.Env = append(os.Environ(), "SPOOL_DIR="+dir)
+		if out, err := sh.CombinedOutput(); err != nil {
+			t.Fatalf("umask %s: %v %s", mask, err, out)
+		}
+		filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			fi, _ := os.Lstat(p)
+			want := os.FileMode(0o640)
+			if fi.IsDir() {
+				want = 0o750
+			}
+			if fi.Mode().Perm() != want {
+				t.Errorf("umask %s: %s is %03o, want %03o", mask, p, fi.Mode().Perm(), want)
+			}
+			return nil
+		})
+	}
+}

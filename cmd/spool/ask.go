@@ -63,10 +63,16 @@ func (a *app) ask(args []string) error {
 	// die at its first replacement), before the question is asked, so
 	// that no answer can come between.
 	dir := spool.ChatDir(j.chat)
-	if err := s.Root().MkdirAll(dir, spool.DirMode); err != nil {
-		return fmt.Errorf("chat %s: %w", j.chat, err)
+	for _, d := range []string{spool.ChatsDir, dir} {
+		if _, err := s.Stat(d); err == nil {
+			continue
+		}
+		// Mkdir obeys the umask; the tree's modes do not.
+		if err := s.Root().Mkdir(d, spool.DirMode); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("chat %s: %w", j.chat, err)
+		}
+		s.Root().Chmod(d, spool.DirMode)
 	}
-	s.Root().Chmod(dir, spool.DirMode)
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return err
