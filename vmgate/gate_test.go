@@ -112,6 +112,8 @@ var tableCases = []struct{ script, want string }{
 	{"g() { git -C /mnt/project \"$@\"; }; g status; g commit -m x", "git:commit"},
 	{"g() { git -C /mnt/project \"$@\"; }; g \"$SUB\"", "undecidable"},
 	{"f() { git add \"$@\"; }", "git:add"},
+	{"f() { bash -c 'if ('; }", "parse-error"},
+	{"f() { bash -c 'if ('; }; git push", "git:push"},
 	{"f() { eval \"$1\"; }; f 'git log'", "allow"},
 	{"f() { eval \"$1\"; }; f 'git push'", "git:push"},
 	// Command and process substitutions, arithmetic, tests.
@@ -507,6 +509,9 @@ func TestFirstWriteInRunOrder(t *testing.T) {
 		{"git status && git stash; git push", "stash"},
 		{"eval \"$X\"; git reset --hard", "reset"},
 		{"x=$(git checkout main) git pull", "checkout"},
+		{"f() { git push; }\ngit add .\nf", "add"},
+		{"f() { git push; }\ngit status", "push"},
+		{"f() { git push; }\ng() { git tag v1; }\ng; f", "tag"},
 	} {
 		v := Check(tc.script)
 		if v.Git == nil || *v.Git != tc.git {

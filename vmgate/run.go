@@ -15,7 +15,8 @@ func (w *walker) exec(argv []field, c *callCtx) {
 	}
 	w.steps++
 	if w.steps > maxSteps {
-		w.undecidable(c, "the script is too large or nests too deep to read")
+		line, col, text := w.where(c.node)
+		w.record(&finding{reason: ReasonUndecidable, line: line, col: col, text: text, why: "the script is too large or nests too deep to read", fatal: true})
 		w.done = true
 		return
 	}
@@ -533,8 +534,9 @@ func (w *walker) code(f field, c *callCtx, pos []field, keepPos bool) {
 	file, err := parse(src)
 	if err != nil {
 		line, col, txt := w.where(c.node)
+		// Refused, but the walk goes on: a git write elsewhere is named
+		// over it.
 		w.record(&finding{reason: ReasonParseError, line: line, col: col, text: txt, why: "in a string run as code: " + err.Error()})
-		w.done = true
 		return
 	}
 	saved := *w

@@ -52,6 +52,7 @@ type finding struct {
 	text   string // the command's source text
 	why    string // a short clause: what makes it a write or undecidable
 	rule   *rule  // for policy findings
+	fatal  bool   // the walk stops here: it stands even inside a function body
 }
 
 func strp(s string) *string { return &s }

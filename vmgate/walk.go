@@ -50,6 +50,11 @@ type walker struct {
 	pol     *finding
 	undec   *finding
 	done    bool
+
+	// What a function body holds where it is defined: it counts even if
+	// the function is never called, but after everything that runs,
+	// since a call (read again with its arguments) runs it in order.
+	defGit, defPol *finding
 }
 
 func newWalker(g *Gate, src string) *walker {
@@ -62,13 +67,37 @@ func (w *walker) result() *finding {
 	switch {
 	case w.gitW != nil:
 		return w.gitW
+	case w.defGit != nil:
+		return w.defGit
 	case w.pol != nil:
 		return w.pol
+	case w.defPol != nil:
+		return w.defPol
 	}
 	return w.undec
 }
 
 func (w *walker) record(f *finding) {
+	if w.defWalk > 0 && !f.fatal {
+		switch f.reason {
+		case ReasonGitWrite:
+			if w.defGit == nil {
+				w.defGit = f
+			}
+			return
+		case ReasonPolicy:
+			if w.defPol == nil {
+				w.defPol = f
+			}
+			return
+		case ReasonUndecidable:
+			// Where a function is defined its arguments are unknown: a
+			// doubt about them is settled by each call, which is read
+			// with the call's arguments (g() { git "$@"; }; g status).
+			return
+		}
+		// A parse error is no doubt about arguments: it stands.
+	}
 	switch f.reason {
 	case ReasonGitWrite:
 		if w.gitW == nil {
@@ -84,7 +113,7 @@ func (w *walker) record(f *finding) {
 		// Where a function is defined its arguments are unknown: a doubt
 		// about them is settled by each call, which is read with the
 		// call's arguments (g() { git "$@"; }; g status passes).
-		if w.undec == nil && w.defWalk == 0 {
+		if w.undec == nil {
 			w.undec = f
 		}
 	}
@@ -146,7 +175,7 @@ func (w *walker) stmt(s *syntax.Stmt, stdin, capture *input) {
 	}
 	w.steps++
 	if w.steps > maxSteps {
-		w.record(&finding{reason: ReasonUndecidable, line: w.oline, col: w.ocol, why: "the script is too large or nests too deep to read"})
+		w.record(&finding{reason: ReasonUndecidable, line: w.oline, col: w.ocol, why: "the script is too large or nests too deep to read", fatal: true})
 		w.done = true
 		return
 	}
