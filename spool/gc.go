@@ -60,6 +60,19 @@ func (s *Spool) GC(opt GCOptions, report func(name string)) error {
 		f := jobs[job]
 		st, ok := f.State()
 		if !ok {
+			// Only events, a log or a cancel request: what a collection
+			// that stopped half-way left. They go once all are old.
+			var names []string
+			for _, ext := range []string{ExtEvents, ExtLog, ExtCancel} {
+				if f&extBit[ext] != 0 {
+					names = append(names, job+ext)
+				}
+			}
+			if s.allOlder(names, cutoff) {
+				for _, n := range names {
+					remove(n)
+				}
+			}
 			continue
 		}
 		if !st.Final() {
@@ -172,4 +185,15 @@ func (s *Spool) gcChat(chat string, cutoff time.Time, dryRun bool, report func(s
 	}
 	report(dir)
 	return nil
+}
+
+// allOlder reports whether every name exists and was modified before cutoff.
+func (s *Spool) allOlder(names []string, cutoff time.Time) bool {
+	for _, n := range names {
+		fi, err := s.root.Lstat(n)
+		if err != nil || !fi.ModTime().Before(cutoff) {
+			return false
+		}
+	}
+	return len(names) > 0
 }

@@ -42,6 +42,13 @@ func TestGC(t *testing.T) {
 	old(t, s, "chats/held/lock", 9*24*time.Hour)
 	defer lock.Close()
 
+	// What a collection that stopped half-way left.
+	writeRaw(t, s, "half.events", "x\n")
+	writeRaw(t, s, "half.log", "x\n")
+	old(t, s, "half.events", 8*24*time.Hour)
+	old(t, s, "half.log", 8*24*time.Hour)
+	writeRaw(t, s, "fresh.events", "x\n")
+
 	before := tree(t, s.Dir)
 	var dry []string
 	if err := s.GC(GCOptions{DryRun: true}, func(n string) { dry = append(dry, n) }); err != nil {
@@ -67,12 +74,12 @@ func TestGC(t *testing.T) {
 		}
 		want = append(want, id+ExtSpec, id+st.Ext(), id+ExtEvents, id+ExtLog)
 	}
-	want = append(want, "progress/a", "progress/gone", "chats/a", "chats/gone")
+	want = append(want, "progress/a", "progress/gone", "chats/a", "chats/gone", "half.events", "half.log")
 	sort.Strings(want)
 	if strings.Join(removed, " ") != strings.Join(want, " ") {
 		t.Errorf("removed\n %v\nwant\n %v", removed, want)
 	}
-	for _, n := range []string{newDone + ExtDone, queued + ExtSpec, queued + ExtReady, "progress/live", "chats/live/answer.json", "chats/held/answer.json"} {
+	for _, n := range []string{newDone + ExtDone, queued + ExtSpec, queued + ExtReady, "progress/live", "chats/live/answer.json", "chats/held/answer.json", "fresh.events"} {
 		if !exists(s, n) {
 			t.Errorf("%s was removed", n)
 		}
