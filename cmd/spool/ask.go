@@ -99,7 +99,11 @@ func (a *app) ask(args []string) error {
 		case err == nil && ans.Question == qid:
 			fmt.Fprintln(a.stdout, ans.Answer)
 			return nil
-		case err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, spool.ErrCorrupt):
+		// What is not an answer (a symlink or a FIFO planted there, a
+		// huge file) is waited past like a stale one: `spool answer`
+		// replaces it, and spoold does not take it either.
+		case err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, spool.ErrCorrupt) &&
+			!errors.Is(err, spool.ErrNotRegular) && !errors.Is(err, spool.ErrTooLarge):
 			return err
 		}
 		for look := false; !look; {
