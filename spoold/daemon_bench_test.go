@@ -15,6 +15,8 @@ import (
 // BenchmarkDaemonNoop runs b.N no-op argv jobs through a daemon in this
 // process (for profiling the claim-run-finish path; tests/ has the figures
 // with the real binary).
+var benchChats = 64
+
 func BenchmarkDaemonNoop(b *testing.B) {
 	for _, w := range []int{1, 4} {
 		b.Run(fmt.Sprintf("workers-%d", w), func(b *testing.B) {
@@ -26,7 +28,7 @@ func BenchmarkDaemonNoop(b *testing.B) {
 			defer s.Close()
 			for i := 0; i < b.N; i++ {
 				id := fmt.Sprintf("j%07d", i)
-				spec, _ := json.Marshal(map[string]any{"chat": fmt.Sprintf("c%d", i%64), "argv": []string{"true"}})
+				spec, _ := json.Marshal(map[string]any{"chat": fmt.Sprintf("c%d", i%benchChats), "argv": []string{"true"}})
 				os.WriteFile(filepath.Join(dir, id+".json"), spec, 0o640)
 				os.WriteFile(filepath.Join(dir, id+".ready"), nil, 0o640)
 			}
