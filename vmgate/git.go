@@ -1,6 +1,7 @@
 package vmgate
 
 import (
+	"slices"
 	"strings"
 )
 
@@ -165,8 +166,16 @@ func (w *walker) gitEnv(c *callCtx) (gitResult, bool) {
 			return r, true
 		}
 	}
-	for name, v := range w.vars {
-		if r, bad := check(name, valueField(v)); bad {
+	// In name order, so that the same script always gets the same verdict.
+	var names []string
+	for name := range w.vars {
+		if strings.HasPrefix(name, "GIT_CONFIG_KEY_") {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if r, bad := check(name, valueField(w.vars[name])); bad {
 			return r, true
 		}
 	}
