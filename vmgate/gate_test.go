@@ -626,3 +626,17 @@ func TestConcurrent(t *testing.T) {
 		<-done
 	}
 }
+
+// The same script always gets the same verdict, whatever map order does.
+func TestDeterministic(t *testing.T) {
+	script := "GIT_CONFIG_KEY_3=alias.a GIT_CONFIG_KEY_1=core.hooksPath GIT_CONFIG_KEY_2=diff.external; export GIT_CONFIG_KEY_3 GIT_CONFIG_KEY_1 GIT_CONFIG_KEY_2; git status"
+	first := Check(script)
+	if first.Git == nil || *first.Git != "GIT_CONFIG_KEY_1" {
+		t.Fatalf("verdict = %+v", first)
+	}
+	for range 50 {
+		if v := Check(script); *v.Git != *first.Git || v.Message != first.Message {
+			t.Fatalf("verdicts differ: %+v vs %+v", v, first)
+		}
+	}
+}
