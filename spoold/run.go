@@ -115,6 +115,14 @@ func (d *Daemon) execute(sp *spool.Spec, l *spool.Lease, prev *spool.Lease, chat
 	if specLock == nil {
 		return
 	}
+	// A symlink, FIFO or directory planted at <job>.events would swallow
+	// the run's whole history (every append and read refuses it): the job
+	// is refused, as one planted at <job>.log is, rather than run unseen.
+	if fi, err := d.s.Stat(r.job + spool.ExtEvents); err == nil && !fi.Mode().IsRegular() {
+		specLock.Close()
+		r.end(spool.Failed, nil, fmt.Sprintf("events %s: not a regular file (%v); nothing ran", d.s.Path(r.job+spool.ExtEvents), fi.Mode().Type()))
+		return
+	}
 	var script *os.File
 	if sp.Script != nil {
 		// The gate decides before anything of the script runs; a refusal
