@@ -246,6 +246,10 @@ func isBool(v string) bool {
 // configRuns names settings that make git run commands: writes in
 // disguise (an alias can be `!git commit`, a hook path runs anything).
 func configRuns(key, val string) bool {
+	if val == "" && !strings.HasPrefix(strings.ToLower(key), "alias.") {
+		// An empty value turns the setting off (-c credential.helper=).
+		return false
+	}
 	k := strings.ToLower(key)
 	first, _, _ := strings.Cut(k, ".")
 	last := k[strings.LastIndexByte(k, '.')+1:]
