@@ -30,6 +30,13 @@ func TestList(t *testing.T) {
 	writeRaw(t, s, "two.failed", `{"job":"two","chat":"wrong","state":"failed","attempt":1}`)
 	writeRaw(t, s, "two.done", `{"job":"two","chat":"t","state":"done","attempt":2}`)
 
+	// A symlink in a result's place is refused, in the row.
+	writeRaw(t, s, "link.json", `{"chat":"l","argv":["x"]}`)
+	os.Symlink(s.Path("two.done"), s.Path("link.done"))
+	for _, n := range []string{"a", "b", "c"} {
+		s.Submit(&Spec{ID: "x" + n, Chat: "x", Argv: []string{"x"}})
+	}
+
 	rows, err := s.List(ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +45,7 @@ func TestList(t *testing.T) {
 	for _, row := range rows {
 		got[row.Job] = row
 	}
-	if len(rows) != 7 || rows[0].Job > rows[1].Job {
+	if len(rows) != 11 || rows[0].Job > rows[1].Job {
 		t.Fatalf("rows: %+v", rows)
 	}
 	for _, c := range []struct {
@@ -59,6 +66,9 @@ func TestList(t *testing.T) {
 		if row.State != c.st || row.Chat != c.chat || row.Attempt != c.att || (row.NotBefore != 0) != c.retry || row.Created == 0 || row.Problem != "" {
 			t.Errorf("%s: %+v", c.job, row)
 		}
+	}
+	if row := got["link"]; row.State != Done || !strings.Contains(row.Problem, "not a regular file") || row.Chat != "" {
+		t.Errorf("symlinked result's row: %+v", row)
 	}
 	if row := got["bad"]; row.State != Queued || !strings.Contains(row.Problem, "does not parse") {
 		t.Errorf("bad spec's row: %+v", row)
