@@ -16,6 +16,10 @@ import (
 	"github.com/vmspool/vmspool/spool"
 )
 
+// parkedRetry is how often the chats that jobs wait for are tried again
+// without an event.
+const parkedRetry = time.Second
+
 // Daemon serves one spool. Build it with New, run it with Run.
 type Daemon struct {
 	cfg  Config
@@ -168,6 +172,11 @@ func (d *Daemon) ticks(ctx context.Context) {
 	}
 	scan := time.NewTicker(every)
 	defer scan.Stop()
+	// A chat's lock can free with no event this daemon hears of: another
+	// host's run on NFS, or a dead worker's orphans exiting. Waiting chats
+	// are tried again every second (one flock each, no directory read).
+	parked := time.NewTicker(parkedRetry)
+	defer parked.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -176,6 +185,10 @@ func (d *Daemon) ticks(ctx context.Context) {
 			d.recoverAll()
 		case <-scan.C:
 			d.rescan()
+		case <-parked.C:
+			if d.q.parkedChats() > 0 {
+				d.q.retryAll()
+			}
 		}
 	}
 }

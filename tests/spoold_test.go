@@ -875,3 +875,39 @@ func TestSpooldProgressKeepalive(t *testing.T) {
 		t.Errorf("keepalive document moved: %+v -> %+v", first, later)
 	}
 }
+
+// TestSpooldOtherHostWaits: a worker of another host (--host) cannot see
+// the dead worker's processes: it takes the job over only once the
+// heartbeat is older than the lease, and starts the next attempt only once
+// the old attempt's processes have let go of the spec's lock.
+func TestSpooldOtherHostWaits(t *testing.T) {
+	dir := newSpool(t)
+	trace := filepath.Join(t.TempDir(), "trace")
+	a := spooldStart(t, dir, "--lease", "1s", "--host", "h1", "--worker", "A")
+	s := spooldOpen(t, dir)
+	body := `now() { date +%s.%N; }
+echo "start $SPOOL_ATTEMPT $(now)" >> "$0"
+[ "$SPOOL_ATTEMPT" = 1 ] && sleep 2.5
+echo "end $SPOOL_ATTEMPT $(now)" >> "$0"`
+	job := spooldSubmit(t, dir, "--chat", "o", "--attempts", "2", "--", "bash", "-c", body, trace)
+	spooldEventually(t, 10*time.Second, "the first attempt", func() bool {
+		b, _ := os.ReadFile(trace)
+		return bytes.Contains(b, []byte("start 1"))
+	})
+	a.kill()
+	spooldStart(t, dir, "--lease", "1s", "--host", "h2", "--worker", "B")
+	r := spooldWaitEnd(t, s, job, 20*time.Second)
+	if r.State != spool.Done || r.Attempt != 2 || r.Worker != "B" {
+		t.Fatalf("job: %s attempt %d by %s, want done at attempt 2 by B", r.State, r.Attempt, r.Worker)
+	}
+	b, _ := os.ReadFile(trace)
+	ts := map[string]float64{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Fields(line)
+		v, _ := strconv.ParseFloat(f[2], 64)
+		ts[f[0]+" "+f[1]] = v
+	}
+	if ts["end 1"] == 0 || ts["start 2"] < ts["end 1"] {
+		t.Errorf("attempt 2 did not wait for attempt 1's processes:\n%s", b)
+	}
+}
