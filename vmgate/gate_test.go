@@ -642,3 +642,10 @@ func TestDeterministic(t *testing.T) {
 		}
 	}
 }
+
+func TestMessageNamesTheCall(t *testing.T) {
+	v := Check("run() { echo \"+ $*\"; \"$@\"; }\nrun git add -A")
+	if v.Line != 1 || !strings.Contains(v.Message, "called at line 2, col 1: `run git add -A`") {
+		t.Errorf("verdict = %+v", v)
+	}
+}

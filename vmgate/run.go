@@ -1,6 +1,7 @@
 package vmgate
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -35,7 +36,7 @@ func (w *walker) exec(argv []field, c *callCtx) {
 	}
 	if plain && !c.noFunc {
 		if body, ok := w.funcs[head.s]; ok {
-			w.callFunc(head.s, body, argv[1:])
+			w.callFunc(head.s, body, argv[1:], c)
 			return
 		}
 	}
@@ -555,9 +556,16 @@ func (w *walker) code(f field, c *callCtx, pos []field, keepPos bool) {
 	w.pos, w.posKnown = saved.pos, saved.posKnown
 }
 
-func (w *walker) callFunc(name string, body *syntax.Stmt, args []field) {
+func (w *walker) callFunc(name string, body *syntax.Stmt, args []field, c *callCtx) {
 	if w.calls >= maxCalls || w.calling[name] {
 		return
+	}
+	// A refusal inside the body says which call ran it: the body's
+	// "$@" means little without the call's words.
+	if w.caller == "" && w.depth == 0 {
+		line, col, text := w.where(c.node)
+		w.caller = fmt.Sprintf("in %s, called at line %d, col %d: %s", name, line, col, quoteCommand(text))
+		defer func() { w.caller = "" }()
 	}
 	if w.calling == nil {
 		w.calling = map[string]bool{}

@@ -39,6 +39,7 @@ type walker struct {
 	files map[string]input
 
 	funcs         map[string]*syntax.Stmt
+	caller        string // the outermost function call being read, for messages
 	calls         int
 	calling       map[string]bool
 	aliases       map[string]value
@@ -141,6 +142,9 @@ func (w *walker) where(n syntax.Node) (int, int, string) {
 
 func (w *walker) find(c *callCtx, reason Reason, git, why string) {
 	line, col, text := w.where(c.node)
+	if w.caller != "" {
+		why += " (" + w.caller + ")"
+	}
 	w.record(&finding{reason: reason, git: git, line: line, col: col, text: text, why: why})
 }
 
