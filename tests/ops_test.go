@@ -505,6 +505,18 @@ func TestOpsManyHosts(t *testing.T) {
 	t.Logf("jobs by host: %v", workers)
 	a.stop(t, 20*time.Second)
 	b.stop(t, 20*time.Second)
+	// Each host wrote its own metrics textfile under the shared spool
+	// (the default name holds --host), counting its own jobs only.
+	for _, host := range []string{"hosta", "hostb"} {
+		b, err := os.ReadFile(filepath.Join(dir, "metrics", "spoold-"+host+".prom"))
+		if err != nil {
+			t.Errorf("%s's textfile: %v", host, err)
+			continue
+		}
+		if got := opsMetric(string(b), `vmspool_spoold_jobs_ended_total{state="done"}`); got != float64(workers[host]) {
+			t.Errorf("%s's textfile counts %v jobs done; its results say %d", host, got, workers[host])
+		}
+	}
 }
 
 // TestOpsVersion: every binary prints "name version (revision)" from its
