@@ -139,6 +139,14 @@ func (a *app) requeue(args []string) error {
 		return err
 	}
 	defer s.Close()
+	// A job queued again must be able to run: without a readable spec its
+	// marker would be a marker without a spec.
+	if _, err := s.State(job); err != nil {
+		return err
+	}
+	if _, err := s.ReadSpec(job); err != nil {
+		return fail(codeOf(err), "%v; not queued again", err)
+	}
 	st, err := s.RequeueEnded(job)
 	if err != nil {
 		return err

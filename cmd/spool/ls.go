@@ -101,7 +101,12 @@ func writeTable(w *bufio.Writer, rows []spool.Row, now time.Time) {
 	}
 	w.WriteString("NOTE\n")
 	for i := range cells {
+		last := len(cells[i]) - 1
 		for k, c := range cells[i] {
+			if k == last && notes[i] == "" {
+				w.WriteString(c)
+				break
+			}
 			pad(c, width[k])
 		}
 		w.WriteString(notes[i])

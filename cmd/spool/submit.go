@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/vmspool/vmspool/internal/cli"
@@ -38,7 +39,7 @@ func (a *app) submit(args []string) error {
 	var timeout durationFlag
 	c.Var(&timeout, "timeout", "kill the job after `D` (45m, 2h, or seconds)")
 	attempts := c.Int("attempts", 0, "how many times the job may be started in all (default 1)")
-	cwd := c.String("cwd", "", "the job's working `DIR`")
+	cwd := c.String("cwd", "", "the job's working `DIR` (relative to here)")
 	env := envList{}
 	c.Var(env, "env", "set `K=V` in the job's environment (repeatable)")
 	id := c.String("id", "", "the job's `ID` (default: a fresh ULID)")
@@ -72,6 +73,14 @@ func (a *app) submit(args []string) error {
 	default:
 		if *chat == "" {
 			return usageErr("submit", "--chat is required")
+		}
+		// A relative --cwd means the caller's, not the daemon's.
+		if *cwd != "" && !filepath.IsAbs(*cwd) {
+			abs, err := filepath.Abs(*cwd)
+			if err != nil {
+				return bad("--cwd %s: %v", *cwd, err)
+			}
+			*cwd = abs
 		}
 		sp = &spool.Spec{ID: *id, Chat: *chat, Cwd: *cwd, Timeout: spool.Duration(timeout.d), Attempts: *attempts}
 		if len(env) > 0 {
