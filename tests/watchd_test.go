@@ -22,8 +22,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/vmspool/vmspool/spool"
 )
+
+// TestWatchdScripts runs the operator's stories of testdata/watchd.
+func TestWatchdScripts(t *testing.T) {
+	testscript.Run(t, testscript.Params{
+		Dir: "testdata/watchd",
+		Setup: func(env *testscript.Env) error {
+			dir := filepath.Join(env.WorkDir, "spool")
+			env.Setenv("SPOOL_DIR", dir)
+			return os.Mkdir(dir, 0o750)
+		},
+	})
+}
 
 // watchdSpoold starts spoold on dir and stops it (SIGTERM, then -9) when
 // the test ends. Its log goes to dir/../spoold.log.
