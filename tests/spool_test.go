@@ -391,8 +391,13 @@ func TestSpoolAskAnswer(t *testing.T) {
 
 	cmd := exec.Command(bin("spool"), "ask", "--options", "yes,no", "--timeout", "20s", "Go on?")
 	cmd.Env = append(os.Environ(), env...)
-	var out bytes.Buffer
-	cmd.Stdout = &out
+	outPath := filepath.Join(t.TempDir(), "ask.out")
+	outFile, err := os.Create(outPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outFile.Close()
+	cmd.Stdout = outFile
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -421,9 +426,11 @@ func TestSpoolAskAnswer(t *testing.T) {
 	if code != 1 {
 		t.Errorf("answer to a question that is not open: exit %d %s; want 1", code, errs)
 	}
-	time.Sleep(50 * time.Millisecond)
-	if cmd.ProcessState != nil {
-		t.Fatal("ask ended before the answer")
+	// ask has looked at answer.json since it asked; the stale answer
+	// there must not have been taken.
+	time.Sleep(100 * time.Millisecond)
+	if b, _ := os.ReadFile(outPath); len(b) != 0 {
+		t.Fatalf("ask took the stale answer: %q", b)
 	}
 	code, _, errs = spoolcliRun(t, []string{"SPOOL_DIR=" + dir}, "answer", "--chat", "c", "--question", q.ID, "yes")
 	if code != 0 {
@@ -432,8 +439,8 @@ func TestSpoolAskAnswer(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("ask: %v", err)
 	}
-	if out.String() != "yes\n" {
-		t.Errorf("ask printed %q, want yes", out.String())
+	if b, _ := os.ReadFile(outPath); string(b) != "yes\n" {
+		t.Errorf("ask printed %q, want yes", b)
 	}
 	a, err := s.ReadAnswer("c")
 	if err != nil || a.Job != job || a.Question != q.ID || a.Answer != "yes" || a.At == 0 {
