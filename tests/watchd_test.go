@@ -764,3 +764,37 @@ func (w *watchdLockedBuf) String() string {
 	defer w.mu.Unlock()
 	return w.b.String()
 }
+
+// TestWatchdGapSaidOnce: a watcher that joins a run after more than the
+// document's 64 events says how many it missed, in one line, then relays
+// the rest in order.
+func TestWatchdGapSaidOnce(t *testing.T) {
+	t.Parallel()
+	dir := newSpool(t)
+	watchdSpoold(t, dir)
+	s := watchdOpen(t, dir)
+	j := watchdSubmit(t, dir, "c", "sh", "-c", `i=1; while [ $i -le 100 ]; do echo "line $i" >> "$SPOOL_EVENTS"; i=$((i+1)); done`)
+	watchdWaitEnded(t, s, j)
+	code, lines := watchdFollow(t, dir, "--chat", "c", "--job", j).wait(t)
+	if code != 0 {
+		t.Fatalf("exit %d: %q", code, lines)
+	}
+	p, err := s.ReadProgress("c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := p.Events[0].Seq // the oldest event the document kept
+	if want := fmt.Sprintf("(%d earlier events not shown)", first-1); lines[0] != want {
+		t.Errorf("first line %q, want %q", lines[0], want)
+	}
+	var next int64 = first - 1 // line N is event N+1: the start event is 1
+	for _, l := range lines[1 : len(lines)-1] {
+		if want := fmt.Sprintf("line %d", next); l != want {
+			t.Fatalf("got %q, want %q (all: %q)", l, want, lines)
+		}
+		next++
+	}
+	if next != 101 || lines[len(lines)-1] != "run "+j+" done" {
+		t.Errorf("ended at line %d with %q", next-1, lines[len(lines)-1])
+	}
+}
