@@ -20,6 +20,10 @@ import (
 	"github.com/vmspool/vmspool/watchd/web"
 )
 
+// WriteWait is how long a write to an event stream may wait for a client
+// that stopped reading.
+const WriteWait = 30 * time.Second
+
 // DefaultListen is serve's address: loopback, since the documents hold
 // what people asked and answered.
 const DefaultListen = "127.0.0.1:8377"
@@ -290,11 +294,6 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	flusher, ok := w.(http.Flusher)
-	if !ok {
-		httpError(w, http.StatusInternalServerError, "watchd: streaming is not supported here")
-		return
-	}
 	if n := s.subs.Add(1); n > int64(s.cfg.MaxSubscribers) {
 		s.subs.Add(-1)
 		w.Header().Set("Retry-After", "5")
@@ -316,8 +315,20 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	fmt.Fprintf(w, "retry: 2000\n: chat %s\n\n", chat)
-	flusher.Flush()
+	// A client that stops reading is dropped once a write has waited
+	// WriteWait, rather than holding its handler for ever.
+	rc := http.NewResponseController(w)
+	send := func(b []byte) error {
+		rc.SetWriteDeadline(time.Now().Add(WriteWait))
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	if err := send(fmt.Appendf(nil, "retry: 2000\n: chat %s\n\n", chat)); err != nil {
+		log.WithError(err).Info("subscriber gone before the first event")
+		return
+	}
 	keep := time.NewTicker(s.cfg.KeepAlive)
 	defer keep.Stop()
 	sent, why := 0, "run ended"
@@ -339,11 +350,10 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 			s.cfg.Metrics.Sent(metricKind(o.Kind))
 		}
 		sent += len(out)
-		if _, err := w.Write(buf); err != nil {
-			why = "write failed"
+		if err := send(buf); err != nil {
+			why = "write failed: " + err.Error()
 			break
 		}
-		flusher.Flush()
 	}
 	log.WithFields(logrus.Fields{"sent": sent, "followed": wt.Follower().Job(), "why": why}).Info("subscriber disconnected")
 }
