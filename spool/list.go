@@ -81,18 +81,24 @@ func (s *Spool) List(opt ListOptions) ([]Row, error) {
 	}
 	defer root.Close()
 	dirfd := int(root.Fd())
-	early := make(chan *entry, 1024)
+	// Work goes to the readers in batches: a channel operation per job
+	// kept the scheduler spinning (tens of thousands of nanosleeps).
+	const batch = 256
+	early := make(chan []*entry, 16)
 	var wg sync.WaitGroup
 	for w := 0; w < n; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for e := range early {
-				s.fillRow(dirfd, &e.row, HasSpec, now)
-				e.read = e.row.State
+			for es := range early {
+				for _, e := range es {
+					s.fillRow(dirfd, &e.row, HasSpec, now)
+					e.read = e.row.State
+				}
 			}
 		}()
 	}
+	var pending []*entry
 	byID := make(map[string]*entry)
 	var all []*entry
 	err = s.scanNames(func(name, job, ext string) {
@@ -107,9 +113,15 @@ func (s *Spool) List(opt ListOptions) ([]Row, error) {
 		if !e.sent && st.Final() && (opt.State == "" || opt.State == st) {
 			e.sent = true
 			e.row.State = st
-			early <- e
+			if pending = append(pending, e); len(pending) == batch {
+				early <- pending
+				pending = make([]*entry, 0, batch)
+			}
 		}
 	})
+	if len(pending) > 0 {
+		early <- pending
+	}
 	close(early)
 	wg.Wait()
 	if err != nil {
@@ -129,18 +141,22 @@ func (s *Spool) List(opt ListOptions) ([]Row, error) {
 		}
 		rows = append(rows, e.row)
 	}
-	next := make(chan int, 256)
+	next := make(chan []int, 16)
 	for w := 0; w < n; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range next {
-				s.fillRow(dirfd, &rows[i], byID[rows[i].Job].files, now)
+			for is := range next {
+				for _, i := range is {
+					s.fillRow(dirfd, &rows[i], byID[rows[i].Job].files, now)
+				}
 			}
 		}()
 	}
-	for _, i := range rest {
-		next <- i
+	for len(rest) > 0 {
+		k := min(batch, len(rest))
+		next <- rest[:k]
+		rest = rest[k:]
 	}
 	close(next)
 	wg.Wait()
