@@ -14,12 +14,13 @@ import (
 // method does nothing and returns nil, so that the same binary runs from a
 // shell, a test or a unit.
 //
-// The socket is read from the environment by go-systemd at each call. The
-// daemon's jobs inherit NOTIFY_SOCKET; the units set NotifyAccess=main so
-// that systemd ignores whatever a job sends, and WATCHDOG_PID names the
-// daemon so that no child takes the watchdog for its own.
+// The socket is read from the environment by go-systemd at each call.
+// spoold passes its jobs none of NOTIFY_SOCKET and WATCHDOG_*; should a
+// child inherit them anyway, the units' NotifyAccess=main makes systemd
+// ignore what it sends, and WATCHDOG_PID names the daemon, so no child
+// takes the watchdog for its own.
 type Notifier struct {
-	// send is daemon.SdNotify; tests replace it.
+	// send is daemon.SdNotify.
 	send func(unset bool, state string) (bool, error)
 	// watchdog is daemon.SdWatchdogEnabled.
 	watchdog func(unset bool) (time.Duration, error)
