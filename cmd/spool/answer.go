@@ -64,7 +64,7 @@ type jobEnv struct {
 	chat string
 }
 
-func (a *app) inJob(cmd string) (*jobEnv, error) {
+func (a *app) inJob() (*jobEnv, error) {
 	dir, job := a.spoolFlag, a.getenv("SPOOL_JOB")
 	if dir == "" {
 		dir = a.getenv("SPOOL_DIR")
@@ -127,7 +127,7 @@ func (a *app) say(args []string) error {
 	if strings.TrimSpace(text) == "" {
 		return usageErr("say", "want a TEXT to say")
 	}
-	j, err := a.inJob("say")
+	j, err := a.inJob()
 	if err != nil {
 		return err
 	}

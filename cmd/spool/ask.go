@@ -43,7 +43,7 @@ func (a *app) ask(args []string) error {
 			opts = append(opts, o)
 		}
 	}
-	j, err := a.inJob("ask")
+	j, err := a.inJob()
 	if err != nil {
 		return err
 	}
