@@ -411,7 +411,11 @@ func (s *server) aside(name, why string) {
 		s.log.WithError(err).WithField("name", name).Error("cannot move a bad request aside")
 		return
 	}
-	_ = os.WriteFile(dst+".why", []byte(why+"\n"), 0o640)
+	// The reason is a document like any other: a reader never sees it half
+	// written.
+	if err := s.writeDoc(CorruptDir, filepath.Base(dst)+".why", []byte(why+"\n")); err != nil {
+		s.log.WithError(err).WithField("name", name).Error("cannot write why a request was moved aside")
+	}
 	s.log.WithFields(logrus.Fields{"name": name, "why": why}).Warn("request moved to corrupt/")
 	s.metricsError()
 }
@@ -421,13 +425,18 @@ func (s *server) writeJSON(dir, name string, v any) error {
 	if err != nil {
 		return err
 	}
+	return s.writeDoc(dir, name, append(data, '\n'))
+}
+
+// writeDoc replaces dir/name atomically (and durably) with data.
+func (s *server) writeDoc(dir, name string, data []byte) error {
 	d := filepath.Join(s.cfg.Dir, dir)
 	pf, err := renameio.NewPendingFile(filepath.Join(d, name), renameio.WithTempDir(d), renameio.WithStaticPermissions(0o640))
 	if err != nil {
 		return err
 	}
 	defer pf.Cleanup()
-	if _, err := pf.Write(append(data, '\n')); err != nil {
+	if _, err := pf.Write(data); err != nil {
 		return err
 	}
 	if err := pf.CloseAtomicallyReplace(); err != nil {
