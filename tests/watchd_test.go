@@ -798,3 +798,17 @@ func TestWatchdGapSaidOnce(t *testing.T) {
 		t.Errorf("ended at line %d with %q", next-1, lines[len(lines)-1])
 	}
 }
+
+// TestWatchdFollowSignalled: a follower stopped by SIGTERM exits 128+15,
+// which no caller can read as the run's outcome.
+func TestWatchdFollowSignalled(t *testing.T) {
+	t.Parallel()
+	dir := newSpool(t)
+	os.MkdirAll(filepath.Join(dir, "progress"), 0o750)
+	f := watchdFollow(t, dir, "--chat", "c")
+	watchdWaitWatching(t, f.cmd.Process.Pid)
+	f.cmd.Process.Signal(syscall.SIGTERM)
+	if code, _ := f.wait(t); code != 128+int(syscall.SIGTERM) {
+		t.Errorf("exit %d after SIGTERM, want %d", code, 128+int(syscall.SIGTERM))
+	}
+}
