@@ -198,18 +198,25 @@ func (m marker) next() (attempt, first int) {
 	// A result carries "state" (and may carry "worker"); a lease never
 	// carries "state": test it first, or a requeued result would be taken
 	// for a recovered lease and keep its spent budget.
+	// An attempt number no run could reach (a hand-edited or hostile
+	// marker) would wrap the count, and a budget said to start after its
+	// own attempt would never be spent: neither is believed.
 	switch {
-	case m.State != "" && m.Attempt > 0: // requeued by hand: a new budget
+	case m.Attempt <= 0 || m.Attempt >= maxAttemptNumber:
+	case m.State != "": // requeued by hand: a new budget
 		return m.Attempt + 1, m.Attempt + 1
-	case m.State == "" && m.Worker != "" && m.Attempt > 0: // recovered: same budget
+	case m.Worker != "": // recovered: same budget
 		first = m.First
-		if first <= 0 {
+		if first <= 0 || first > m.Attempt {
 			first = 1
 		}
 		return m.Attempt + 1, first
 	}
 	return 1, 1
 }
+
+// maxAttemptNumber bounds the attempt numbers a marker may carry on.
+const maxAttemptNumber = 1 << 30
 
 // recovered reports whether the marker holds the lease of an attempt that
 // was put back by a recovery.
