@@ -196,6 +196,12 @@ func follow(args []string, stdout, stderr io.Writer) int {
 }
 
 func serve(args []string, stdout, stderr io.Writer) int {
+	// Signals are caught from the very start, well before READY=1: a stop
+	// that comes during start-up must find the handler (and is acted on
+	// once listening), not the default action.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	var c common
 	c.register(fs, "info")
@@ -268,11 +274,6 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		mode = "poll " + c.poll.String()
 	}
 	log.WithFields(map[string]any{"addr": addr.String(), "spool": s.Dir, "watch": mode}).Info("listening")
-	// Signals are caught before READY=1: a stop that follows at once must
-	// find the handler, not the default action.
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
 	// Ready once the address is known and written: a unit ordered after
 	// this one may connect at once.
 	notifier := ops.NewNotifier()
