@@ -153,11 +153,20 @@ func BenchmarkSubmit(b *testing.B) {
 	}
 }
 
+// BenchmarkAppendEvent appends to a job's events of up to 1,000 lines. An
+// append counts the file's lines (the seq is the line number), so its cost
+// grows with the file: see the 10k case.
 func BenchmarkAppendEvent(b *testing.B) {
-	s := testSpool(b)
-	for b.Loop() {
-		if _, err := s.AppendEvent("j", Event{Text: "a status line of ordinary length"}); err != nil {
-			b.Fatal(err)
-		}
+	for _, per := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("%d-lines", per), func(b *testing.B) {
+			s := testSpool(b)
+			i := 0
+			for b.Loop() {
+				if _, err := s.AppendEvent(fmt.Sprintf("j%d", i/per), Event{Text: "a status line of ordinary length"}); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
 	}
 }
