@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/user"
@@ -92,7 +91,9 @@ func waitEnded(s *spool.Spool, job string, timeout time.Duration) (spool.State, 
 	defer poll.Stop()
 	for {
 		st, err := s.State(job)
-		if err != nil && !errors.Is(err, spool.ErrNoJob) {
+		if err != nil {
+			// A job gone altogether (collected, removed by hand) will
+			// never end: say so rather than wait.
 			return "", err
 		}
 		if st.Final() {
