@@ -132,14 +132,19 @@ func TestDiskFull(t *testing.T) {
 	}
 
 	// And one whose time comes once the disk is full: a marker's mtime is
-	// its not-before time.
-	later, err := s.Submit(&spool.Spec{Chat: "later", Argv: []string{"true"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// its not-before time, set on the temporary before the rename that
+	// queues it.
+	later := "later-job"
 	soon := time.Now().Add(2 * time.Second)
-	if err := os.Chtimes(s.Path(later+spool.ExtReady), soon, soon); err != nil {
-		t.Fatal(err)
+	for _, err := range []error{
+		os.WriteFile(s.Path(later+".json"), []byte(`{"chat":"later","argv":["true"]}`), 0o640),
+		os.WriteFile(s.Path("."+later+".ready"), nil, 0o640),
+		os.Chtimes(s.Path("."+later+".ready"), soon, soon),
+		os.Rename(s.Path("."+later+".ready"), s.Path(later+".ready")),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	diskFill(t, filepath.Join(mnt, "fill"))
