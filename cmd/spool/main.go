@@ -129,6 +129,10 @@ func (a *app) run(args []string) int {
 		fmt.Fprint(a.stderr, usage)
 		return cli.ExitUsage
 	}
+	if args[0] == "help" {
+		fmt.Fprint(a.stdout, usage)
+		return cli.ExitOK
+	}
 	cmd, ok := commands[args[0]]
 	if !ok {
 		fmt.Fprintf(a.stderr, "spool: unknown command %q (see 'spool -h')\n", args[0])

@@ -75,6 +75,7 @@ func TestRunExitCodes(t *testing.T) {
 	}{
 		{[]string{}, 2},
 		{[]string{"-h"}, 0},
+		{[]string{"help"}, 0},
 		{[]string{"--version"}, 0},
 		{[]string{"ls"}, 0},
 		{[]string{"ls", "-h"}, 0},
