@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vmspool/vmspool/spool"
@@ -123,9 +124,24 @@ func note(r *spool.Row, now time.Time) string {
 	case r.State == spool.Running && r.Worker != "":
 		return "worker " + r.Worker
 	case r.Error != nil:
-		return line(*r.Error)
+		return brief(*r.Error)
 	case r.Exit != nil:
 		return fmt.Sprintf("exit %d", *r.Exit)
 	}
 	return ""
+}
+
+// brief is the first line of an error, cut to fit a row: a table is read at
+// a glance, and the whole text is in `spool show` and `spool ls --json`.
+func brief(s string) string {
+	first, _, more := strings.Cut(strings.TrimSpace(s), "\n")
+	first = line(first)
+	const max = 120
+	if r := []rune(first); len(r) > max {
+		return string(r[:max-1]) + "…"
+	}
+	if more {
+		return first + " …"
+	}
+	return first
 }

@@ -122,3 +122,17 @@ func BenchmarkLs(b *testing.B) {
 		})
 	}
 }
+
+func TestBrief(t *testing.T) {
+	long := strings.Repeat("x", 200)
+	for _, c := range []struct{ in, want string }{
+		{"exit 3", "exit 3"},
+		{"  two  spaces\tand tab ", "two spaces and tab"},
+		{"vmgate refused `git add -A` at line 1, col 1.\nGit writes do not run in the VM.", "vmgate refused `git add -A` at line 1, col 1. …"},
+		{long, strings.Repeat("x", 119) + "…"},
+	} {
+		if got := brief(c.in); got != c.want {
+			t.Errorf("brief(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
