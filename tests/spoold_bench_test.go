@@ -88,8 +88,8 @@ func BenchmarkSpoold(b *testing.B) {
 		}
 	}
 	b.Run("rss", func(b *testing.B) {
-		idle, queued := spooldBenchRSS(b)
-		res["idle"], res["queued"] = idle, queued
+		idle, queued, flat := spooldBenchRSS(b)
+		res["idle"], res["queued"], res["flat"] = idle, queued, flat
 	})
 	rows := []spooldRow{
 		{"submit-to-claim p50", res["inotify p50"], res["poll p50"], "ms"},
@@ -109,6 +109,7 @@ func BenchmarkSpoold(b *testing.B) {
 	}
 	fmt.Fprintf(&sb, "%-26s %9.1f MB\n", "RSS idle", res["idle"])
 	fmt.Fprintf(&sb, "%-26s %9.1f MB\n", "RSS, 100,000 jobs queued", res["queued"])
+	fmt.Fprintf(&sb, "%-26s %9.3f ms\n", "claim p50, 100,000 queued", res["flat"])
 	fmt.Print(sb.String())
 }
 
@@ -220,7 +221,7 @@ func spooldBenchNoop(b *testing.B, workers int, args []string) float64 {
 // spooldBenchRSS reads spoold's resident memory when idle, and with
 // 100,000 jobs queued (their markers' time in the future, so that none
 // runs and every one is held in the queue).
-func spooldBenchRSS(b *testing.B) (idle, queued float64) {
+func spooldBenchRSS(b *testing.B) (idle, queued, flat float64) {
 	for i := 0; i < b.N; i++ {
 		dir := newSpool(b)
 		d := spooldStart(b, dir)
@@ -246,9 +247,54 @@ func spooldBenchRSS(b *testing.B) (idle, queued float64) {
 			last = cur
 		}
 		queued = last
+		// The cost per job stays flat as the spool grows: claims with the
+		// 100,000 waiting beside them.
+		flat = spooldClaimLatency(b, dir, 200)
 		d.stop(b, 10*time.Second)
 	}
 	b.ReportMetric(idle, "idle_MB")
 	b.ReportMetric(queued, "queued_MB")
-	return idle, queued
+	b.ReportMetric(flat, "p50_ms_100k_queued")
+	return idle, queued, flat
+}
+
+// spooldClaimLatency submits n jobs one at a time to the running spoold on
+// dir and returns the median time from marker rename to claim.
+func spooldClaimLatency(b *testing.B, dir string, n int) float64 {
+	w, err := fsnotify.NewBufferedWatcher(4096)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.Add(dir); err != nil {
+		b.Fatal(err)
+	}
+	wait := func(name string) {
+		for {
+			select {
+			case ev := <-w.Events:
+				if filepath.Base(ev.Name) == name && ev.Has(fsnotify.Create) {
+					return
+				}
+			case err := <-w.Errors:
+				b.Fatal(err)
+			case <-time.After(10 * time.Second):
+				b.Fatalf("no %s after 10s", name)
+			}
+		}
+	}
+	var lat []time.Duration
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("flat-%06d", i)
+		tmp := spooldQueue(b, dir, id, fmt.Sprintf("f%d", i%spooldBenchChats), true)
+		t0 := time.Now()
+		if err := os.Rename(tmp, filepath.Join(dir, id+".ready")); err != nil {
+			b.Fatal(err)
+		}
+		wait(id + ".running")
+		lat = append(lat, time.Since(t0))
+		wait(id + ".done")
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	return float64(lat[len(lat)/2]) / 1e6
 }
