@@ -20,13 +20,19 @@ import (
 func (d *Daemon) handle(it *item) {
 	// The marker as it is now: the job may have been claimed by another
 	// daemon since it was queued here, or queued again with a backoff.
-	fi, err := d.s.Stat(it.job + spool.ExtReady)
-	if err != nil {
+	//
+	// drop lets go of a job that will not be claimed here: if it was the
+	// head of its chat's wait list, the next one may be tried.
+	drop := func() {
 		if it.parked && it.chat != "" {
 			d.q.headDone(it.chat)
 			d.q.retry(it.chat)
 		}
 		d.q.forget(it.job)
+	}
+	fi, err := d.s.Stat(it.job + spool.ExtReady)
+	if err != nil {
+		drop()
 		return
 	}
 	if fi.ModTime().After(time.Now()) && fi.ModTime().After(it.at) {
@@ -44,11 +50,11 @@ func (d *Daemon) handle(it *item) {
 		if !permanent(err) {
 			// EMFILE, EIO...: the next rescan tries again.
 			d.log.WithError(err).WithFields(logrus.Fields{"job": it.job, "worker": d.cfg.Worker}).Error("cannot read spec; will retry")
-			d.q.forget(it.job)
+			drop()
 			return
 		}
 		d.refuse(it.job, err)
-		d.q.forget(it.job)
+		drop()
 		return
 	}
 	it.chat = sp.Chat
@@ -63,10 +69,7 @@ func (d *Daemon) handle(it *item) {
 	if err != nil {
 		d.log.WithError(err).WithFields(logrus.Fields{"job": it.job, "chat": sp.Chat, "worker": d.cfg.Worker}).Error("cannot lock chat")
 		d.refuse(it.job, err)
-		if it.parked {
-			d.q.headDone(sp.Chat)
-		}
-		d.q.forget(it.job)
+		drop()
 		return
 	}
 	if !ok {
