@@ -341,7 +341,11 @@ func (d *Daemon) rescan() {
 		}
 	}
 	d.mu.Lock()
-	d.running = running
+	// Added to, never replaced: a lease that appeared after the readdir
+	// stays known. A lease gone is dropped when recovery finds it gone.
+	for job := range running {
+		d.running[job] = struct{}{}
+	}
 	var mine []*run
 	for _, r := range d.runs {
 		mine = append(mine, r)
