@@ -27,8 +27,9 @@ import (
 
 // spooldEnv is the environment of the binaries the tests start: a race
 // build otherwise sleeps a second at every exit (GORACE atexit_sleep_ms).
+// SPOOLD_TEST_SECRET stands for what must not reach a job.
 func spooldEnv() []string {
-	return append(os.Environ(), "GORACE=atexit_sleep_ms=0 "+os.Getenv("GORACE"))
+	return append(os.Environ(), "GORACE=atexit_sleep_ms=0 "+os.Getenv("GORACE"), "SPOOLD_TEST_SECRET=1")
 }
 
 // spooldProc is one running spoold.
@@ -909,5 +910,37 @@ echo "end $SPOOL_ATTEMPT $(now)" >> "$0"`
 	}
 	if ts["end 1"] == 0 || ts["start 2"] < ts["end 1"] {
 		t.Errorf("attempt 2 did not wait for attempt 1's processes:\n%s", b)
+	}
+}
+
+// TestSpooldEnvironment: a job gets a clean environment (PATH and a few
+// more from spoold, the spec's env, the SPOOL_* variables, nothing else of
+// spoold's), its cwd, /dev/null as stdin, and the locks as fds 3 and 4;
+// a cwd that does not exist ends it failed.
+func TestSpooldEnvironment(t *testing.T) {
+	dir := newSpool(t)
+	work := t.TempDir()
+	out := filepath.Join(work, "env")
+	spooldStart(t, dir)
+	s := spooldOpen(t, dir)
+	job := spooldSubmit(t, dir, "--chat", "e", "--cwd", work, "--env", "GREETING=hi there", "--", "sh", "-c",
+		`{ env; echo "cwd=$(pwd)"; [ -t 0 ] || read -r x || echo "stdin=empty"; [ -e /proc/self/fd/3 ] && echo "fd3=yes"; [ -e /proc/self/fd/4 ] && echo "fd4=yes"; } > "$0"`, out)
+	if r := spooldWaitEnd(t, s, job, 10*time.Second); r.State != spool.Done {
+		t.Fatalf("job: %s %v", r.State, r.Error)
+	}
+	b, _ := os.ReadFile(out)
+	got := string(b)
+	for _, want := range []string{"GREETING=hi there", "SPOOL_JOB=" + job, "SPOOL_CHAT=e", "SPOOL_ATTEMPT=1",
+		"SPOOL_DIR=" + dir, "SPOOL_EVENTS=" + filepath.Join(dir, job+".events"), "PATH=", "cwd=" + work, "stdin=empty", "fd3=yes", "fd4=yes"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("job's environment lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "SPOOLD_TEST_SECRET") {
+		t.Errorf("spoold's own environment leaked into the job:\n%s", got)
+	}
+	bad := spooldSubmit(t, dir, "--chat", "e2", "--cwd", filepath.Join(work, "no-such-dir"), "--", "true")
+	if r := spooldWaitEnd(t, s, bad, 10*time.Second); r.State != spool.Failed || r.Error == nil || !strings.Contains(*r.Error, "no such directory") {
+		t.Errorf("missing cwd: %s %v", r.State, r.Error)
 	}
 }
