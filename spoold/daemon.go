@@ -100,7 +100,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	var evDone sync.WaitGroup
 	if d.w != nil {
 		evDone.Add(1)
-		go func() { defer evDone.Done(); d.events(evCtx) }()
+		go func() { defer evDone.Done(); d.events(evCtx, d.w.Events, d.w.Errors) }()
 	}
 	d.rescan()
 	d.recoverAll()
@@ -195,17 +195,17 @@ func (d *Daemon) ticks(ctx context.Context) {
 
 // events reads the watcher. Errors are always drained: fsnotify feeds both
 // channels from one goroutine, so an unread overflow would stall it.
-func (d *Daemon) events(ctx context.Context) {
+func (d *Daemon) events(ctx context.Context, evs <-chan fsnotify.Event, errs <-chan error) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case ev, ok := <-d.w.Events:
+		case ev, ok := <-evs:
 			if !ok {
 				return
 			}
 			d.event(ev)
-		case err, ok := <-d.w.Errors:
+		case err, ok := <-errs:
 			if !ok {
 				return
 			}

@@ -1,0 +1,75 @@
+package spoold
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/vmspool/vmspool/spool"
+)
+
+func newTestDaemon(t *testing.T) (*Daemon, *spool.Spool) {
+	t.Helper()
+	s, err := spool.Create(filepath.Join(t.TempDir(), "spool"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	d, err := New(Config{Spool: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, s
+}
+
+// An inotify queue overflow loses events: the daemon answers it with a
+// rescan, which finds the markers no event told of.
+func TestOverflowRescans(t *testing.T) {
+	d, s := newTestDaemon(t)
+	os.WriteFile(s.Path("lost.json"), []byte(`{"chat":"c","argv":["true"]}`), 0o640)
+	os.WriteFile(s.Path("lost.ready"), nil, 0o640)
+	evs, errs := make(chan fsnotify.Event), make(chan error)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go d.events(ctx, evs, errs)
+	if d.q.has("lost") {
+		t.Fatal("known before any event")
+	}
+	errs <- fsnotify.ErrEventOverflow
+	evs <- fsnotify.Event{Name: filepath.Join(d.root, "other.ready"), Op: fsnotify.Create} // handled after the rescan
+	if !d.q.has("lost") {
+		t.Fatal("the rescan after an overflow did not find the marker")
+	}
+}
+
+// Events are dispatched by name, with no directory read: a marker is
+// queued, a lease remembered and forgotten, a temporary ignored.
+func TestEventDispatch(t *testing.T) {
+	d, s := newTestDaemon(t)
+	os.WriteFile(s.Path("j.ready"), nil, 0o640)
+	os.WriteFile(s.Path(".j.ready123"), nil, 0o640)
+	d.event(fsnotify.Event{Name: filepath.Join(d.root, ".j.ready123"), Op: fsnotify.Create})
+	if d.q.len() != 0 {
+		t.Fatal("a temporary was queued")
+	}
+	d.event(fsnotify.Event{Name: filepath.Join(d.root, "j.ready"), Op: fsnotify.Create})
+	if !d.q.has("j") {
+		t.Fatal("marker not queued")
+	}
+	d.event(fsnotify.Event{Name: filepath.Join(d.root, "k.running"), Op: fsnotify.Create})
+	if _, ok := d.running["k"]; !ok {
+		t.Fatal("lease not remembered")
+	}
+	d.event(fsnotify.Event{Name: filepath.Join(d.root, "k.running"), Op: fsnotify.Rename})
+	if _, ok := d.running["k"]; ok {
+		t.Fatal("lease renamed away still remembered")
+	}
+	// A marker that is not a plain file goes to corrupt/.
+	os.Mkdir(s.Path("d.ready"), 0o750)
+	d.event(fsnotify.Event{Name: filepath.Join(d.root, "d.ready"), Op: fsnotify.Create})
+	if _, err := os.Stat(s.Path("corrupt/d.ready.why")); err != nil {
+		t.Errorf("a directory marker was not moved aside: %v", err)
+	}
+}
