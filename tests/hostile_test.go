@@ -249,6 +249,16 @@ func TestHostileTree(t *testing.T) {
 	out.check(t)
 	d.stop(t, 20*time.Second)
 	out.check(t)
+	// Nothing of the file outside was read into the tree (a progress, a
+	// result, an event, a log that copied it).
+	filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if fi, ierr := e.Info(); err == nil && ierr == nil && fi.Mode().IsRegular() && fi.Size() < 1<<20 {
+			if b, _ := os.ReadFile(p); bytes.Contains(b, []byte("the secret")) {
+				t.Errorf("%s holds what the file outside the spool holds: %q", p, b)
+			}
+		}
+		return nil
+	})
 }
 
 func spoolEventsSay(s *spool.Spool, job, text string) bool {
