@@ -525,6 +525,10 @@ func TestSpooldEnds(t *testing.T) {
 	queued := spooldSubmit(t, dir, "--chat", "c", "--", "sh", "-c", "echo should not run; exit 3")
 	big := spooldSubmit(t, dir, "--chat", "b", "--", "sh", "-c", "head -c 10485760 /dev/zero | tr '\\0' x")
 	missing := spooldSubmit(t, dir, "--chat", "m", "--", "no-such-program-here")
+	// A job that leaves a process behind in its group: it is ended with
+	// the job, so the chat's next job runs.
+	leaves := spooldSubmit(t, dir, "--chat", "bg", "--", "sh", "-c", "sleep 60 & echo left a sleeper")
+	next := spooldSubmit(t, dir, "--chat", "bg", "--", "true")
 
 	spooldEventually(t, 10*time.Second, "the job to run", func() bool {
 		st, _ := s.State(running)
@@ -563,6 +567,15 @@ func TestSpooldEnds(t *testing.T) {
 	r = spooldWaitEnd(t, s, missing, 10*time.Second)
 	if r.State != spool.Failed || r.Error == nil || !strings.Contains(*r.Error, "not found") {
 		t.Errorf("missing program: %s %v", r.State, r.Error)
+	}
+	if r := spooldWaitEnd(t, s, leaves, 10*time.Second); r.State != spool.Done {
+		t.Errorf("job that left a process: %s %v", r.State, r.Error)
+	}
+	if held, _ := s.SpecLocked(leaves); held {
+		t.Errorf("the process the job left behind still runs")
+	}
+	if r := spooldWaitEnd(t, s, next, 10*time.Second); r.State != spool.Done {
+		t.Errorf("the chat's next job: %s %v", r.State, r.Error)
 	}
 	p := spooldFinalProgress(t, s, "c")
 	// The chat's last word is either job's, both cancelled: the queued
