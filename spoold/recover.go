@@ -133,6 +133,16 @@ func (d *Daemon) recoverJob(job string, l *spool.Lease, fi fs.FileInfo) {
 	if who == "" {
 		who = "(an unfinished claim)"
 	}
+	// What the attempt left running on this host ends first, whatever
+	// comes next: the next attempt may be claimed on a host that cannot
+	// see these processes.
+	if l.Host == d.cfg.Host && d.attemptAlive(job) {
+		if d.endAttempt(job, chat, l.PGID, d.cfg.KillGrace) {
+			e.Info("ended the processes left by the dead worker")
+		} else {
+			e.Warn("processes left by the dead worker still hold the spec lock")
+		}
+	}
 	if l.Tries() < max {
 		wait := Backoff(l.Attempt)
 		ok, err := d.s.Requeue(l, time.Now().Add(wait))
@@ -149,11 +159,8 @@ func (d *Daemon) recoverJob(job string, l *spool.Lease, fi fs.FileInfo) {
 		e.WithField("backoff", wait.String()).Info("recovered: " + text)
 		return
 	}
-	// No attempt left. What the attempt left running on this host ends
-	// first: the result must not exist while its processes still run.
-	if l.Host == d.cfg.Host && d.attemptAlive(job) {
-		d.endAttempt(job, chat, l.PGID, d.cfg.KillGrace)
-	}
+	// No attempt left: the result is written only now that the attempt's
+	// processes on this host are gone.
 	if cur, _, err := d.s.ReadLease(job); err == nil && !cur.Same(l) {
 		return
 	} else if errors.Is(err, fs.ErrNotExist) {
