@@ -74,9 +74,15 @@ func (d *Daemon) holders(job, chat string) []holder {
 	if err != nil {
 		return nil
 	}
-	var lock os.FileInfo
-	if spool.ValidID(chat) {
-		lock, _ = d.s.Stat(spool.ChatDir(chat) + "/" + spool.LockFile)
+	// Without the chat's lock the fingerprint is one descriptor, which a
+	// reader of the spec (spool show) may hold too: rather miss an orphan
+	// than signal a bystander's process group.
+	if !spool.ValidID(chat) {
+		return nil
+	}
+	lock, err := d.s.Stat(spool.ChatDir(chat) + "/" + spool.LockFile)
+	if err != nil {
+		return nil
 	}
 	dir, err := os.Open("/proc")
 	if err != nil {
@@ -94,10 +100,8 @@ func (d *Daemon) holders(job, chat string) []holder {
 		if err != nil || !os.SameFile(fi, spec) {
 			continue
 		}
-		if lock != nil {
-			if fi, err := os.Stat("/proc/" + n + "/fd/4"); err != nil || !os.SameFile(fi, lock) {
-				continue
-			}
+		if fi, err := os.Stat("/proc/" + n + "/fd/4"); err != nil || !os.SameFile(fi, lock) {
+			continue
 		}
 		pgid, err := syscall.Getpgid(pid)
 		if err != nil {
