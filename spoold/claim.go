@@ -157,7 +157,11 @@ func (d *Daemon) refuse(job string, why error) {
 	res := &spool.Result{Job: job, Chat: chat, State: spool.Failed, Attempt: lease.Attempt, First: lease.First, Worker: d.cfg.Worker, Started: lease.Claimed}
 	res.Errorf("%s", msg)
 	if err := d.s.Finish(res); err != nil {
-		e.WithError(err).Error("cannot write result")
+		// The claim is ours and nothing heartbeats it: left so, no one
+		// would ever end the job (a recoverer takes our lease for a live
+		// one). Queued again, it is tried a second later (a full disk).
+		e.WithError(err).Error("cannot write result; queued again")
+		d.s.Requeue(lease, time.Now().Add(time.Second))
 		return
 	}
 	d.cfg.Metrics.EndedUnstarted(string(spool.Failed))
@@ -218,7 +222,11 @@ func (d *Daemon) cancelQueued(job string) {
 	res := &spool.Result{Job: job, Chat: chat, State: spool.Cancelled, Attempt: lease.Attempt, First: lease.First, Worker: d.cfg.Worker, Started: lease.Claimed}
 	res.Errorf("cancelled before it started")
 	if err := d.s.Finish(res); err != nil {
-		e.WithError(err).Error("cannot write result")
+		// The claim is ours and nothing heartbeats it: left so, no one
+		// would ever end the job (a recoverer takes our lease for a live
+		// one). Queued again, it is tried a second later (a full disk).
+		e.WithError(err).Error("cannot write result; queued again")
+		d.s.Requeue(lease, time.Now().Add(time.Second))
 		return
 	}
 	d.cfg.Metrics.EndedUnstarted(string(spool.Cancelled))
