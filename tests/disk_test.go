@@ -215,3 +215,61 @@ func TestDiskFull(t *testing.T) {
 	}
 	diskNothingHalf(t, s)
 }
+
+// TestDiskFullRefused: the disk fills between a claim and the result of a
+// job the daemon refuses (a spec that names nothing to run), with one
+// daemon on the spool: the claim takes the last page, the result finds
+// none. When space returns, the job must still end, failed with its
+// reason, rather than stay claimed by a daemon that no longer acts on it.
+func TestDiskFullRefused(t *testing.T) {
+	mnt := diskSmall(t)
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(mnt, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Type != 0x01021994 { // TMPFS_MAGIC: a page a file, nothing else
+		t.Skip("needs a tmpfs to leave exactly one page free")
+	}
+	dir := filepath.Join(mnt, "spool")
+	d := relStart(t, "spoold", "--spool", dir, "--lease", "1s", "--rescan", "1s", "--metrics-file", "off")
+	s := relOpen(t, dir)
+	relEventually(t, 10*time.Second, "the tree", func() bool {
+		_, err := os.Stat(filepath.Join(dir, spool.GateDir))
+		return err == nil
+	})
+	job := "refused-job"
+	soon := time.Now().Add(2 * time.Second)
+	for _, err := range []error{
+		os.WriteFile(s.Path(job+".json"), []byte(`{"chat":"r","argv":[]}`), 0o640),
+		os.WriteFile(s.Path("."+job+".ready"), nil, 0o640),
+		os.Chtimes(s.Path("."+job+".ready"), soon, soon),
+		os.Rename(s.Path("."+job+".ready"), s.Path(job+".ready")),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Fill all but one page.
+	diskFill(t, filepath.Join(mnt, "fill"))
+	if err := syscall.Statfs(mnt, &st); err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := os.Stat(filepath.Join(mnt, "fill"))
+	if err := os.Truncate(filepath.Join(mnt, "fill"), fi.Size()-int64(st.Bsize)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(4 * time.Second)
+	if !d.alive() {
+		t.Fatalf("spoold exited: %v", d.err)
+	}
+	stNow, _ := s.State(job)
+	t.Logf("job %s on the full disk: %s", job, stNow)
+	if err := os.Remove(filepath.Join(mnt, "fill")); err != nil {
+		t.Fatal(err)
+	}
+	r := relWaitEnd(t, s, job, 15*time.Second)
+	if r.State != spool.Failed || !strings.Contains(relStr(r.Error), "argv") {
+		t.Errorf("job %s: %s %s; want failed with the spec's reason", job, r.State, relStr(r.Error))
+	}
+	d.stop(t, 10*time.Second)
+}
