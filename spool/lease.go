@@ -114,22 +114,29 @@ func (s *Spool) Claim(job string, l Lease) (lease, prev *Lease, err error) {
 	return &l, prev, nil
 }
 
-func (s *Spool) writeLease(l *Lease) error {
+func (s *Spool) writeLease(l *Lease) error { return s.writeLeaseSync(l, true) }
+
+func (s *Spool) writeLeaseSync(l *Lease, durable bool) error {
 	b, err := json.Marshal(l)
 	if err != nil {
 		return err
 	}
-	return writeFile(s.root, l.Job+ExtRunning, append(b, '\n'), true)
+	return writeFile(s.root, l.Job+ExtRunning, append(b, '\n'), durable)
 }
 
 // UpdateLease rewrites the lease (to record the job's process group, say),
 // after checking that the claim is still l's.
+//
+// The rewrite is atomic but not fsync'd: the claim itself was made durable
+// by Claim, and what an update adds (the process group) only matters while
+// this boot's processes live. A power loss ends them all, and the boot id
+// tells the recoverer so.
 func (s *Spool) UpdateLease(l *Lease) error {
 	cur, _, err := s.ReadLease(l.Job)
 	if err != nil || !cur.Same(l) {
 		return fmt.Errorf("job %s: %w", l.Job, ErrLeaseLost)
 	}
-	return s.writeLease(l)
+	return s.writeLeaseSync(l, false)
 }
 
 // Heartbeat sets the lease's mtime to now, after checking that the claim is

@@ -51,7 +51,10 @@ func (s *Spool) Finish(r *Result) error {
 	if err := s.root.Remove(r.Job + ExtRunning); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("job %s: removing lease: %w", r.Job, err)
 	}
-	return syncDir(s.root)
+	// The removal is not synced: if a power loss brings the lease back, it
+	// stands beside the result, which wins (invariant 4), and the next
+	// recoverer or fsck removes it.
+	return nil
 }
 
 // ReadResult reads the job's result in state st.

@@ -35,6 +35,11 @@ func TestMain(m *testing.M) {
 		os.Exit(2)
 	}
 	binDir = dir
+	// A race-built binary sleeps a second at exit by default; the tests
+	// start hundreds of them.
+	if os.Getenv("GORACE") == "" {
+		os.Setenv("GORACE", "atexit_sleep_ms=0")
+	}
 	os.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	// The tests choose their spools; nothing of the caller's may leak in.
 	for _, v := range []string{"SPOOL_DIR", "JOBS_DIR", "SPOOL_JOB", "SPOOL_CHAT", "SPOOL_EVENTS"} {
