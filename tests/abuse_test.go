@@ -128,7 +128,10 @@ func TestAbuseServe(t *testing.T) {
 	defer s.Close()
 	const maxSubs = 40
 	idle := abuseNoFiles(t, 2000)
-	srv, addr := abuseServe(t, dir, "--max-subscribers", strconv.Itoa(maxSubs))
+	// The write wait outlasts the never-reads flood (4 s), so that the
+	// stream is held stuck all through it, and ends during the idle part
+	// rather than 30 s (the default) after the flood.
+	srv, addr := abuseServe(t, dir, "--max-subscribers", strconv.Itoa(maxSubs), "--write-wait", "8s")
 	pid := srv.cmd.Process.Pid
 
 	// A document of a chat, and one planted as a symlink to a file outside.
@@ -358,10 +361,10 @@ func TestAbuseServe(t *testing.T) {
 	})
 
 	// The stream of the client that never reads is ended by the server's
-	// write wait (watchd.WriteWait, 30s): its place, and what it held, are
+	// write wait (--write-wait 8s here): its place, and what it held, are
 	// freed, while the client is still connected.
 	if neverReads != nil {
-		relEventually(t, 50*time.Second, "the stream of the client that never reads to be dropped", func() bool {
+		relEventually(t, 30*time.Second, "the stream of the client that never reads to be dropped", func() bool {
 			return abuseSubscribers(t, addr) == 0
 		})
 	}

@@ -21,7 +21,7 @@ import (
 )
 
 // WriteWait is how long a write to an event stream may wait for a client
-// that stopped reading.
+// that stopped reading, unless ServerConfig.WriteWait says otherwise.
 const WriteWait = 30 * time.Second
 
 // DefaultListen is serve's address: loopback, since the documents hold
@@ -41,6 +41,10 @@ type ServerConfig struct {
 	KeepAlive time.Duration
 	// MaxChats caps the chats listed by GET /chats. Default 500.
 	MaxChats int
+	// WriteWait is how long a write to an event stream may wait for a
+	// client that stopped reading before its stream is dropped. Default
+	// WriteWait (30s).
+	WriteWait time.Duration
 	// Metrics counts streams, events sent and requests; nil counts nothing.
 	Metrics *ops.WatchdMetrics
 }
@@ -65,6 +69,9 @@ func NewServer(cfg ServerConfig) *Server {
 	}
 	if cfg.MaxChats <= 0 {
 		cfg.MaxChats = 500
+	}
+	if cfg.WriteWait <= 0 {
+		cfg.WriteWait = WriteWait
 	}
 	s := &Server{cfg: cfg, log: cfg.Log, mux: http.NewServeMux()}
 	if s.log == nil {
@@ -316,10 +323,10 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	// A client that stops reading is dropped once a write has waited
-	// WriteWait, rather than holding its handler for ever.
+	// the write wait, rather than holding its handler for ever.
 	rc := http.NewResponseController(w)
 	send := func(b []byte) error {
-		rc.SetWriteDeadline(time.Now().Add(WriteWait))
+		rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteWait))
 		if _, err := w.Write(b); err != nil {
 			return err
 		}

@@ -208,12 +208,13 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	var (
 		listen, addrFile string
 		maxSubs          int
-		rescan           time.Duration
+		rescan, wait     time.Duration
 	)
 	fs.StringVar(&listen, "listen", watchd.DefaultListen, "listen on `ADDR` (port 0: any free port)")
 	fs.StringVar(&addrFile, "addr-file", "", "write the address listened on to `FILE` once listening (for scripts that use port 0)")
 	fs.IntVar(&maxSubs, "max-subscribers", 4096, "refuse event streams beyond `N` with 503")
 	fs.DurationVar(&rescan, "rescan", 5*time.Second, "inotify mode's safety-net re-read of followed chats every `D`")
+	fs.DurationVar(&wait, "write-wait", watchd.WriteWait, "drop an event stream whose client has not taken a write for `D`")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: watchd serve [--listen ADDR] [--poll D] [--spool DIR]")
 		fs.PrintDefaults()
@@ -227,6 +228,9 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 	if c.poll < 0 || rescan < 0 || maxSubs < 0 {
 		return fail(stderr, cli.ExitUsage, "serve: durations and counts must not be negative")
+	}
+	if wait <= 0 {
+		return fail(stderr, cli.ExitUsage, "serve: --write-wait must be positive")
 	}
 	log, err := cli.Logger(stderr, c.logLevel)
 	if err != nil {
@@ -256,7 +260,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	go hub.Run(base)
 	reg := ops.NewRegistry(name, true)
 	metrics := ops.NewWatchdMetrics(reg)
-	srv := watchd.NewServer(watchd.ServerConfig{Spool: s, Hub: hub, Log: log, MaxSubscribers: maxSubs, Metrics: metrics})
+	srv := watchd.NewServer(watchd.ServerConfig{Spool: s, Hub: hub, Log: log, MaxSubscribers: maxSubs, WriteWait: wait, Metrics: metrics})
 	hs := srv.HTTPServer(listen, base)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Instrument("metrics", ops.MetricsHandler(reg)))
