@@ -163,7 +163,7 @@ func run(args []string, stderr io.Writer) int {
 	if prom := metricsPath(*metricsOut, s.Dir, *host); prom != "" {
 		go func() {
 			defer close(mdone)
-			ops.WriteTextfileLoop(mctx, reg, prom, *metricsDt, func(err error) {
+			ops.WriteTextfileLoopMode(mctx, reg, prom, metricsMode(prom, s.Dir), *metricsDt, func(err error) {
 				log.WithError(err).Warn("cannot write the metrics textfile")
 			})
 		}()
@@ -194,6 +194,22 @@ func metricsPath(flag, dir, host string) string {
 		return filepath.Join(dir, "metrics", "spoold-"+strings.ReplaceAll(host, "/", "_")+".prom")
 	}
 	return flag
+}
+
+// metricsMode is the textfile's mode: the tree's (0640, its directory 0750)
+// under the spool, where only the spool's group may read; world-readable
+// elsewhere (the unit's /var/lib/vmspool/metrics), so that node_exporter
+// reads it without access to the spool.
+func metricsMode(prom, dir string) os.FileMode {
+	abs, err1 := filepath.Abs(prom)
+	root, err2 := filepath.Abs(dir)
+	if err1 != nil || err2 != nil {
+		return spool.FileMode
+	}
+	if rel, err := filepath.Rel(root, abs); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return spool.FileMode
+	}
+	return ops.PublicTextfileMode
 }
 
 func usageErr(w io.Writer, format string, args ...any) int {
