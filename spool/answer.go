@@ -36,11 +36,11 @@ func (s *Spool) WriteAnswer(chat string, a *Answer) error {
 		return err
 	}
 	if err := s.mkdir(ChatsDir); err != nil {
-		return err
+		return chatError(chat, "", s.plain(ChatsDir, true, err))
 	}
 	dir, err := s.subRoot(ChatsDir+"/"+chat, true)
 	if err != nil {
-		return fmt.Errorf("chat %s: answer: %w", chat, err)
+		return chatError(chat, "answer", s.plain(ChatsDir+"/"+chat, true, err))
 	}
 	defer dir.Close()
 	if err := writeFile(dir, AnswerFile, append(b, '\n'), true); err != nil {
@@ -57,7 +57,7 @@ func (s *Spool) ReadAnswer(chat string) (*Answer, error) {
 	name := ChatsDir + "/" + chat + "/" + AnswerFile
 	b, _, err := readFile(s.root, name, MaxDocument)
 	if err != nil {
-		return nil, fmt.Errorf("chat %s: answer: %w", chat, err)
+		return nil, chatError(chat, "answer", s.plain(name, false, err))
 	}
 	var a Answer
 	if err := json.Unmarshal(b, &a); err != nil {

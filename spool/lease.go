@@ -299,15 +299,15 @@ func (s *Spool) LockChat(chat string) (f *os.File, ok bool, err error) {
 	}
 	dir := ChatsDir + "/" + chat
 	if err := s.mkdir(ChatsDir); err != nil {
-		return nil, false, err
+		return nil, false, chatError(chat, "", s.plain(ChatsDir, true, err))
 	}
 	if err := s.mkdir(dir); err != nil {
-		return nil, false, err
+		return nil, false, chatError(chat, "", s.plain(dir, true, err))
 	}
 	name := dir + "/" + LockFile
 	f, err = s.root.OpenFile(name, os.O_RDONLY|os.O_CREATE|syscall.O_NOFOLLOW, FileMode)
 	if err != nil {
-		return nil, false, fmt.Errorf("chat %s: lock: %w", chat, err)
+		return nil, false, chatError(chat, "lock", s.plain(name, false, err))
 	}
 	fi, err := f.Stat()
 	if err != nil || !fi.Mode().IsRegular() {

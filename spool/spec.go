@@ -171,10 +171,11 @@ func (s *Spool) ClearChat(chat string) error {
 		return err
 	}
 	if err := removeName(s.root, ProgressDir+"/"+chat); err != nil {
-		return fmt.Errorf("chat %s: removing progress: %w", chat, err)
+		return chatError(chat, "removing progress", s.plain(ProgressDir+"/"+chat, false, err))
 	}
-	if err := removeName(s.root, ChatsDir+"/"+chat+"/"+AnswerFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("chat %s: removing answer: %w", chat, err)
+	answer := ChatsDir + "/" + chat + "/" + AnswerFile
+	if err := removeName(s.root, answer); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return chatError(chat, "removing answer", s.plain(answer, false, err))
 	}
 	return nil
 }
