@@ -37,6 +37,7 @@ type Daemon struct {
 	chats      map[string]*run     // the same, by chat, while a question is open
 	running    map[string]struct{} // every <job>.running seen in the tree
 	recovering map[string]struct{} // jobs being recovered by this daemon
+	claiming   map[string]int      // jobs this daemon claims, until that claim's handling ends (claim.go)
 	cancelling map[string]struct{} // queued jobs being ended cancelled
 
 	interrupt chan struct{} // closed when the grace is over: runs end their jobs
