@@ -76,6 +76,8 @@ func (d *Daemon) handle(it *item) {
 		d.q.park(it)
 		return
 	}
+	d.claimBegin(it.job)
+	defer d.claimEnd(it.job)
 	lease, prev, err := d.s.Claim(it.job, d.lease(sp.Chat))
 	if it.parked {
 		d.q.headDone(sp.Chat)
@@ -102,6 +104,29 @@ func (d *Daemon) handle(it *item) {
 	d.execute(sp, lease, prev, chatLock)
 	chatLock.Close()
 	d.q.retry(sp.Chat)
+}
+
+// claimBegin marks job as claimed by this daemon until claimEnd: from
+// before the claim's rename (the .running then holds the marker's content,
+// which may be an old lease of ours with an old mtime) until the claim is
+// handled: run (it is in d.runs meanwhile), ended, or queued again. A lease
+// of ours that is neither claiming nor run is left over (a requeue that
+// failed), and judge treats it as any other once its heartbeat is old.
+func (d *Daemon) claimBegin(job string) {
+	d.mu.Lock()
+	if d.claiming == nil {
+		d.claiming = make(map[string]int)
+	}
+	d.claiming[job]++
+	d.mu.Unlock()
+}
+
+func (d *Daemon) claimEnd(job string) {
+	d.mu.Lock()
+	if d.claiming[job]--; d.claiming[job] <= 0 {
+		delete(d.claiming, job)
+	}
+	d.mu.Unlock()
 }
 
 // markerLease reads the lease a recovered job's marker holds: the attempt
@@ -145,6 +170,8 @@ func (d *Daemon) endOrphansOf(job string) {
 // in `spool ls` and `spool show` rather than in corrupt/. If the chat can
 // be read from the spec and is free, its progress says so too.
 func (d *Daemon) refuse(job string, why error) {
+	d.claimBegin(job)
+	defer d.claimEnd(job)
 	lease, _, err := d.s.Claim(job, d.lease(""))
 	if err != nil || lease == nil {
 		return
@@ -202,6 +229,8 @@ func looseChat(s *spool.Spool, job string) string {
 // progress is written only if the chat is free: otherwise it belongs to
 // the chat's running job.
 func (d *Daemon) cancelQueued(job string) {
+	d.claimBegin(job)
+	defer d.claimEnd(job)
 	lease, prev, err := d.s.Claim(job, d.lease(""))
 	if err != nil || lease == nil {
 		return

@@ -71,7 +71,8 @@ func (d *Daemon) recoverAll() {
 
 // judge reads a lease and says whether its worker is dead: on this host,
 // its pid is gone or is a newer process (start time, boot id); on any
-// host, its heartbeat is older than its lease. An unreadable lease is a
+// host, its heartbeat is older than its lease (a lease of this daemon's
+// own too, unless one of its runs or claims holds it). An unreadable lease is a
 // claim in progress while it is fresh, and dead once both its mtime and
 // its ctime are older than the lease (the claim's rename keeps the
 // marker's mtime, but sets the ctime).
@@ -95,9 +96,19 @@ func (d *Daemon) judge(job string) (*spool.Lease, fs.FileInfo, bool) {
 		return nil, nil, false
 	}
 	if l.Worker == d.cfg.Worker && l.PID == d.pid && l.Host == d.cfg.Host {
-		// Ours: a claim in flight or an ending run. Our heartbeats keep
-		// it, and a hung daemon is judged by the others.
-		return l, fi, false
+		// Ours. A run's heartbeats keep it, and a claim in flight is
+		// being handled (a hung daemon is judged by the others). Looked
+		// at after the read: a claim begins before its rename.
+		d.mu.Lock()
+		_, run := d.runs[job]
+		_, claiming := d.claiming[job]
+		d.mu.Unlock()
+		if run || claiming {
+			return l, fi, false
+		}
+		// Neither: nothing of ours heartbeats it (a requeue that failed),
+		// and it is dead once its heartbeat is older than the lease, as
+		// anyone's. Our pid is alive, so only the heartbeat can say so.
 	}
 	known, alive := l.Alive(d.cfg.Host, d.boot)
 	length := l.Duration()

@@ -1,0 +1,76 @@
+package spoold
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/vmspool/vmspool/spool"
+)
+
+// A lease of this daemon's own that nothing of it heartbeats (a requeue
+// that failed left it) is dead once its heartbeat is older than the lease,
+// and is recovered by the daemon itself; one of its runs or of its claims
+// in flight is never judged.
+func TestJudgeOwnLease(t *testing.T) {
+	d, s := newTestDaemon(t)
+	job, err := s.Submit(&spool.Spec{Chat: "c", Argv: []string{"true"}, Attempts: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _, err := s.Claim(job, d.lease("c"))
+	if err != nil || l == nil {
+		t.Fatalf("claim: %v, %v", l, err)
+	}
+	age := func(d time.Duration) {
+		tm := time.Now().Add(-d)
+		if err := os.Chtimes(s.Path(job+spool.ExtRunning), tm, tm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		age  time.Duration
+		hold func() func() // what of the daemon holds the job, and its release
+		dead bool
+	}{
+		{name: "fresh, held by nothing", age: 0, dead: false},
+		{name: "old, held by nothing", age: 2 * d.cfg.Lease, dead: true},
+		{name: "old, a claim in flight", age: 2 * d.cfg.Lease, hold: func() func() {
+			d.claimBegin(job)
+			return func() { d.claimEnd(job) }
+		}},
+		{name: "old, a run", age: 2 * d.cfg.Lease, hold: func() func() {
+			d.mu.Lock()
+			d.runs[job] = &run{}
+			d.mu.Unlock()
+			return func() { d.mu.Lock(); delete(d.runs, job); d.mu.Unlock() }
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			age(tc.age)
+			if tc.hold != nil {
+				defer tc.hold()()
+			}
+			if _, _, dead := d.judge(job); dead != tc.dead {
+				t.Errorf("judged dead %v, want %v", dead, tc.dead)
+			}
+		})
+	}
+
+	// The whole round: recoverAll queues it again, with its backoff.
+	age(2 * d.cfg.Lease)
+	d.mu.Lock()
+	d.running[job] = struct{}{}
+	d.mu.Unlock()
+	d.recoverAll()
+	d.bg.Wait()
+	st, err := s.State(job)
+	if err != nil || st != spool.Queued {
+		t.Fatalf("after recoverAll: %s, %v; want queued", st, err)
+	}
+	m, err := s.ReadMarker(job)
+	if err != nil || m.Attempt != l.Attempt+1 || !m.NotBefore.After(time.Now()) {
+		t.Errorf("marker %+v, %v; want attempt %d after a backoff", m, err, l.Attempt+1)
+	}
+}
