@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"os"
 )
 
 // MaxProgressEvents is how many of the latest events a progress document
@@ -85,12 +86,9 @@ func (s *Spool) WriteProgress(p *Progress) error {
 	if err != nil {
 		return err
 	}
-	dir, err := s.subRoot(ProgressDir, true)
+	b = append(b, '\n')
+	err = s.inProgressDir(func(dir *os.Root) error { return writeFile(dir, p.Chat, b, false) })
 	if err != nil {
-		return fmt.Errorf("chat %s: progress: %w", p.Chat, err)
-	}
-	defer dir.Close()
-	if err := writeFile(dir, p.Chat, append(b, '\n'), false); err != nil {
 		return fmt.Errorf("chat %s: progress: %w", p.Chat, err)
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 
 	"github.com/google/renameio/v2"
@@ -54,6 +55,15 @@ var (
 type Spool struct {
 	Dir  string
 	root *os.Root
+
+	// progress/ stays open between flushes (a flush is the hot path):
+	// prog is that directory, progID what an fstat of it said. Every use
+	// first lstats progress/ and reopens it if another inode (or a
+	// symlink) stands there now. pmu is held for reading while prog is
+	// used, and for writing while it is replaced or closed.
+	pmu    sync.RWMutex
+	prog   *os.Root
+	progID fs.FileInfo
 }
 
 // Open opens an existing spool without creating anything: the commands that
@@ -103,8 +113,16 @@ func Create(dir string) (*Spool, error) {
 	return s, nil
 }
 
-// Close releases the spool's directory handle.
-func (s *Spool) Close() error { return s.root.Close() }
+// Close releases the spool's directory handles.
+func (s *Spool) Close() error {
+	s.pmu.Lock()
+	if s.prog != nil {
+		s.prog.Close()
+		s.prog, s.progID = nil, nil
+	}
+	s.pmu.Unlock()
+	return s.root.Close()
+}
 
 // Root returns the os.Root of the tree, for callers that need a file
 // operation this package does not name.
@@ -149,6 +167,62 @@ func (s *Spool) subRoot(dir string, create bool) (*os.Root, error) {
 		return nil, fmt.Errorf("%s: %w (want a directory)", s.Path(dir), ErrNotRegular)
 	}
 	return s.root.OpenRoot(dir)
+}
+
+// inProgressDir calls fn with progress/ (created if missing), refusing a
+// symlink in its place. The directory is kept open between calls and costs
+// one lstat when nothing changed: it is reopened when progress/ is another
+// inode than the one held (replaced, or a symlink planted), and after fn
+// fails with it.
+func (s *Spool) inProgressDir(fn func(*os.Root) error) error {
+	fi, err := s.root.Lstat(ProgressDir)
+	if err == nil {
+		s.pmu.RLock()
+		if s.prog != nil && os.SameFile(fi, s.progID) {
+			err = fn(s.prog)
+			held := s.prog
+			s.pmu.RUnlock()
+			if err != nil {
+				s.dropProgressDir(held)
+			}
+			return err
+		}
+		s.pmu.RUnlock()
+	}
+	dir, err := s.subRoot(ProgressDir, true)
+	if err != nil {
+		return err
+	}
+	id, err := dir.Stat(".")
+	if err != nil {
+		dir.Close()
+		return err
+	}
+	if err := fn(dir); err != nil {
+		dir.Close()
+		return err
+	}
+	s.pmu.Lock()
+	old := s.prog
+	s.prog, s.progID = dir, id
+	s.pmu.Unlock()
+	if old != nil {
+		// No reader holds it: they hold pmu for reading while they use it,
+		// and it was replaced under the write lock.
+		old.Close()
+	}
+	return nil
+}
+
+// dropProgressDir forgets the held progress/ if it is still held, so that
+// the next call opens it afresh.
+func (s *Spool) dropProgressDir(held *os.Root) {
+	s.pmu.Lock()
+	if s.prog == held {
+		s.prog.Close()
+		s.prog, s.progID = nil, nil
+	}
+	s.pmu.Unlock()
 }
 
 // writeFile replaces name in dir atomically: a reader sees the old content
