@@ -45,6 +45,8 @@ type Daemon struct {
 	hardOnce  sync.Once
 	intOnce   sync.Once
 	bg        sync.WaitGroup // recoveries and cancels under way
+
+	devNull devNull // every job's stdin (run.go)
 }
 
 // New checks the config and builds a daemon; it touches nothing yet.
