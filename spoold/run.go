@@ -53,6 +53,7 @@ type run struct {
 	cancelOnce sync.Once
 
 	er        *spool.EventReader
+	ap        *spool.EventAppender // spoold's own appends to <job>.events
 	p         spool.Progress
 	lastFlush time.Time
 	watching  bool            // chats/<chat>/ is watched for an answer
@@ -96,6 +97,8 @@ func (d *Daemon) execute(sp *spool.Spec, l *spool.Lease, prev *spool.Lease, chat
 		answered: make(map[string]bool), started: time.Now(),
 	}
 	r.er = d.s.NewEventReader(r.job)
+	r.ap = d.s.NewEventAppender(r.job)
+	defer r.ap.Close()
 	r.p = spool.Progress{Job: r.job, Chat: sp.Chat, Started: spool.Stamp(r.started), State: spool.Running,
 		Attempt: l.Attempt, Worker: d.cfg.Worker}
 	r.log.Info("claimed")
@@ -571,7 +574,7 @@ func (r *run) exited(werr error) {
 func (r *run) event(ev spool.Event) {
 	ev.Worker = r.d.cfg.Worker
 	ev.Attempt = r.lease.Attempt
-	if _, err := r.d.s.AppendEvent(r.job, ev); err != nil {
+	if _, err := r.ap.Append(ev); err != nil {
 		r.log.WithError(err).Warn("cannot append event")
 	}
 }
