@@ -68,13 +68,16 @@ func (s *Spool) AppendEvent(job string, ev Event) (Event, error) {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
 		return ev, fmt.Errorf("job %s: events: lock: %w", job, err)
 	}
-	n, err := countLines(f)
+	n, partial, err := countLinesPartial(f)
 	if err != nil {
 		return ev, fmt.Errorf("job %s: events: %w", job, err)
 	}
 	b, ev, err := eventLine(ev, n+1)
 	if err != nil {
 		return ev, err
+	}
+	if partial {
+		b = endPartial(b)
 	}
 	if _, err := f.Write(b); err != nil {
 		return ev, fmt.Errorf("job %s: events: %w", job, err)
@@ -150,21 +153,19 @@ func (a *EventAppender) Append(ev Event) (Event, error) {
 	if err != nil {
 		return ev, err
 	}
+	if partial {
+		b = endPartial(b)
+	}
 	if _, err := a.f.Write(b); err != nil {
 		a.end = -1
 		return ev, fmt.Errorf("job %s: events: %w", a.job, err)
 	}
 	// With O_APPEND the offset is now the end of this line: if it is
 	// where the line was meant to go, the count holds up to there (a
-	// shell's unlocked append that came in between would show here). A
-	// last line left without its newline was counted, and this line
-	// ended it: as countLines will count the file, one line less.
+	// shell's unlocked append that came in between would show here).
 	a.end = -1
 	if off, err := a.f.Seek(0, io.SeekCurrent); err == nil && off == size+int64(len(b)) {
 		a.end, a.lines = off, n+1
-		if partial {
-			a.lines--
-		}
 	}
 	return ev, nil
 }
@@ -333,6 +334,15 @@ func countLinesPartial(f *os.File) (int64, bool, error) {
 		n++
 	}
 	return n, last != '\n', nil
+}
+
+// endPartial puts a newline before an event line when the file's last line
+// lacks its own (a writer died mid-line, or printf'd without one): that
+// line was counted as a line of its own, so it must end before this one
+// starts, or this event would share its line and its seq would be one
+// more than its line number.
+func endPartial(line []byte) []byte {
+	return append([]byte{'\n'}, line...)
 }
 
 func clip(s string, max int) string {

@@ -131,3 +131,61 @@ func TestEventAppenderRefusesSymlink(t *testing.T) {
 		t.Fatalf("the file outside got %q", b)
 	}
 }
+
+// A last line left without its newline keeps its own number: the next
+// event starts on a line of its own, whichever appender writes it.
+func TestAppendAfterPartialLine(t *testing.T) {
+	for _, name := range []string{"AppendEvent", "EventAppender"} {
+		t.Run(name, func(t *testing.T) {
+			s, err := Create(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			job := "j1"
+			a := s.NewEventAppender(job)
+			defer a.Close()
+			appendOne := func(text string) Event {
+				t.Helper()
+				var ev Event
+				var err error
+				if name == "AppendEvent" {
+					ev, err = s.AppendEvent(job, Event{Text: text})
+				} else {
+					ev, err = a.Append(Event{Text: text})
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				return ev
+			}
+			appendOne("one")
+			f, err := os.OpenFile(s.Path(job+ExtEvents), os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.WriteString(`{"type":"status","text":"cut of`)
+			f.Close()
+			if ev := appendOne("three"); ev.Seq != 3 {
+				t.Errorf("after a partial line 2: seq %d, want 3", ev.Seq)
+			}
+			if ev := appendOne("four"); ev.Seq != 4 {
+				t.Errorf("next: seq %d, want 4", ev.Seq)
+			}
+			evs, err := s.NewEventReader(job).Read()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(evs) != 4 {
+				t.Fatalf("read %d events, want 4: %+v", len(evs), evs)
+			}
+			for i, ev := range evs {
+				if ev.Seq != int64(i+1) {
+					t.Errorf("line %d read with seq %d", i+1, ev.Seq)
+				}
+			}
+			if evs[2].Text != "three" || evs[3].Text != "four" {
+				t.Errorf("lines 3 and 4: %q, %q", evs[2].Text, evs[3].Text)
+			}
+		})
+	}
+}
