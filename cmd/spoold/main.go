@@ -105,12 +105,7 @@ func run(args []string, stderr io.Writer) int {
 		return cli.ExitFail
 	}
 	defer s.Close()
-	var env []string
-	for _, k := range jobEnv {
-		if v, ok := os.LookupEnv(k); ok {
-			env = append(env, k+"="+v)
-		}
-	}
+	env := jobEnvironment(os.LookupEnv, os.Executable)
 	// Metrics go to a node_exporter textfile: spoold serves no HTTP.
 	reg := ops.NewRegistry("spoold", false)
 	metrics, gateMetrics := ops.NewSpooldMetrics(reg), ops.NewGateMetrics(reg)
@@ -215,4 +210,44 @@ func metricsMode(prom, dir string) os.FileMode {
 func usageErr(w io.Writer, format string, args ...any) int {
 	fmt.Fprintf(w, "spoold: "+format+" (see spoold -h)\n", args...)
 	return cli.ExitUsage
+}
+
+// jobEnvironment is the base environment of every job: the names of jobEnv
+// that spoold has, with PATH made to find the `spool` installed beside
+// spoold (bin/ of a checkout, or PREFIX/bin), so that `spool say` and
+// `spool ask` work inside a job whatever PATH spoold was started with.
+func jobEnvironment(lookup func(string) (string, bool), self func() (string, error)) []string {
+	var env []string
+	path, _ := lookup("PATH")
+	if exe, err := self(); err == nil {
+		dir := filepath.Dir(exe)
+		if fi, err := os.Stat(filepath.Join(dir, "spool")); err == nil && fi.Mode().IsRegular() && !onPath(path, dir) {
+			if path == "" {
+				path = dir + ":/usr/local/bin:/usr/bin:/bin"
+			} else {
+				path += ":" + dir
+			}
+		}
+	}
+	for _, k := range jobEnv {
+		if k == "PATH" {
+			if path != "" {
+				env = append(env, "PATH="+path)
+			}
+			continue
+		}
+		if v, ok := lookup(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}
+
+func onPath(path, dir string) bool {
+	for _, p := range filepath.SplitList(path) {
+		if filepath.Clean(p) == filepath.Clean(dir) {
+			return true
+		}
+	}
+	return false
 }

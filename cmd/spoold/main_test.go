@@ -1,0 +1,39 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+func TestJobEnvironment(t *testing.T) {
+	withSpool := t.TempDir()
+	os.WriteFile(filepath.Join(withSpool, "spool"), []byte("#!/bin/sh\n"), 0o755)
+	without := t.TempDir()
+	for _, c := range []struct {
+		name string
+		env  map[string]string
+		self string
+		want []string
+	}{
+		{"spool beside spoold is added", map[string]string{"PATH": "/usr/bin:/bin", "HOME": "/h"}, withSpool + "/spoold",
+			[]string{"PATH=/usr/bin:/bin:" + withSpool, "HOME=/h"}},
+		{"already on PATH", map[string]string{"PATH": withSpool + ":/bin"}, withSpool + "/spoold",
+			[]string{"PATH=" + withSpool + ":/bin"}},
+		{"no spool beside spoold", map[string]string{"PATH": "/bin"}, without + "/spoold",
+			[]string{"PATH=/bin"}},
+		{"no PATH at all", map[string]string{}, withSpool + "/spoold",
+			[]string{"PATH=" + withSpool + ":/usr/local/bin:/usr/bin:/bin"}},
+		{"secrets stay out", map[string]string{"PATH": "/bin", "AWS_SECRET_ACCESS_KEY": "x", "SPOOL_JOB": "j"}, without + "/spoold",
+			[]string{"PATH=/bin"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			lookup := func(k string) (string, bool) { v, ok := c.env[k]; return v, ok }
+			self := func() (string, error) { return c.self, nil }
+			if got := jobEnvironment(lookup, self); !slices.Equal(got, c.want) {
+				t.Errorf("got %q, want %q", got, c.want)
+			}
+		})
+	}
+}
