@@ -33,7 +33,7 @@ func abuseServe(t *testing.T, dir string, args ...string) (*relProc, string) {
 	addrFile := filepath.Join(t.TempDir(), "addr")
 	p := relStart(t, "watchd", append([]string{"serve", "--spool", dir, "--listen", "127.0.0.1:0", "--addr-file", addrFile, "--log-level", "warn"}, args...)...)
 	var addr string
-	relEventually(t, 20*time.Second, "watchd serve to listen", func() bool {
+	eventually(t, 20*time.Second, 20*time.Millisecond, "watchd serve to listen", func() bool {
 		b, err := os.ReadFile(addrFile)
 		addr = strings.TrimSpace(string(b))
 		return err == nil && addr != ""
@@ -223,7 +223,7 @@ func TestAbuseServe(t *testing.T) {
 		}
 		bodies = nil
 		// The places free up once the clients are gone.
-		relEventually(t, 10*time.Second, "a subscriber's place to free", func() bool {
+		eventually(t, 10*time.Second, 20*time.Millisecond, "a subscriber's place to free", func() bool {
 			resp, err := get()
 			if err != nil {
 				return false
@@ -364,7 +364,7 @@ func TestAbuseServe(t *testing.T) {
 	// write wait (--write-wait 8s here): its place, and what it held, are
 	// freed, while the client is still connected.
 	if neverReads != nil {
-		relEventually(t, 30*time.Second, "the stream of the client that never reads to be dropped", func() bool {
+		eventually(t, 30*time.Second, 20*time.Millisecond, "the stream of the client that never reads to be dropped", func() bool {
 			return abuseSubscribers(t, addr) == 0
 		})
 	}

@@ -97,13 +97,13 @@ func TestDiskFull(t *testing.T) {
 	flag := filepath.Join(t.TempDir(), "go") // off the small disk
 	args := []string{"--spool", dir, "--workers", "2", "--lease", "2s", "--rescan", "1s", "--metrics-file", "off"}
 	a := relStart(t, "spoold", args...)
-	s := relOpen(t, dir)
-	relEventually(t, 10*time.Second, "the tree", func() bool {
+	s := openSpool(t, dir, 300)
+	eventually(t, 10*time.Second, 20*time.Millisecond, "the tree", func() bool {
 		_, err := os.Stat(filepath.Join(dir, spool.GateDir))
 		return err == nil
 	})
 	submit := func(args ...string) (string, string, error) {
-		cmd := relCmd("spool", append([]string{"--spool", dir, "submit"}, args...)...)
+		cmd := command(raceEnv(), "spool", append([]string{"--spool", dir, "submit"}, args...)...)
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		err := cmd.Run()
@@ -113,7 +113,7 @@ func TestDiskFull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := relWaitEnd(t, s, first, 20*time.Second); r.State != spool.Done {
+	if r := waitEnd(t, s, first, 20*time.Second, 20*time.Millisecond); r.State != spool.Done {
 		t.Fatalf("first job: %s %v", r.State, r.Error)
 	}
 	// A job that runs while the disk fills and ends once it is full, and a
@@ -122,7 +122,7 @@ func TestDiskFull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	relEventually(t, 20*time.Second, "the job to run", func() bool {
+	eventually(t, 20*time.Second, 20*time.Millisecond, "the job to run", func() bool {
 		st, _ := s.State(running)
 		return st == spool.Running
 	})
@@ -201,7 +201,7 @@ func TestDiskFull(t *testing.T) {
 		t.Fatalf("spool submit once space returned: %v", err)
 	}
 	for _, j := range []string{running, queued, later, after} {
-		if r := relWaitEnd(t, s, j, 30*time.Second); r.State != spool.Done {
+		if r := waitEnd(t, s, j, 30*time.Second, 20*time.Millisecond); r.State != spool.Done {
 			t.Errorf("job %s once space returned: %s %s, want done", j, r.State, relStr(r.Error))
 		}
 	}
@@ -232,8 +232,8 @@ func TestDiskFullRefused(t *testing.T) {
 	}
 	dir := filepath.Join(mnt, "spool")
 	d := relStart(t, "spoold", "--spool", dir, "--lease", "1s", "--rescan", "1s", "--metrics-file", "off")
-	s := relOpen(t, dir)
-	relEventually(t, 10*time.Second, "the tree", func() bool {
+	s := openSpool(t, dir, 300)
+	eventually(t, 10*time.Second, 20*time.Millisecond, "the tree", func() bool {
 		_, err := os.Stat(filepath.Join(dir, spool.GateDir))
 		return err == nil
 	})
@@ -267,7 +267,7 @@ func TestDiskFullRefused(t *testing.T) {
 	if err := os.Remove(filepath.Join(mnt, "fill")); err != nil {
 		t.Fatal(err)
 	}
-	r := relWaitEnd(t, s, job, 15*time.Second)
+	r := waitEnd(t, s, job, 15*time.Second, 20*time.Millisecond)
 	if r.State != spool.Failed || !strings.Contains(relStr(r.Error), "argv") {
 		t.Errorf("job %s: %s %s; want failed with the spec's reason", job, r.State, relStr(r.Error))
 	}

@@ -106,14 +106,14 @@ func TestHostileTree(t *testing.T) {
 	dir := newSpool(t)
 	out := hostileMakeOutside(t)
 	d := relStart(t, "spoold", "--spool", dir, "--workers", "4", "--lease", "2s", "--rescan", "1s", "--metrics-file", "off")
-	s := relOpen(t, dir)
-	relEventually(t, 10*time.Second, "the tree", func() bool {
+	s := openSpool(t, dir, 300)
+	eventually(t, 10*time.Second, 20*time.Millisecond, "the tree", func() bool {
 		_, err := os.Stat(filepath.Join(dir, spool.GateDir))
 		return err == nil
 	})
 	link := func(name, target string) { hostileMust(t, os.Symlink(target, s.Path(name))) }
 	submit := func(args ...string) (string, string, error) {
-		cmd := relCmd("spool", append([]string{"--spool", dir, "submit"}, args...)...)
+		cmd := command(raceEnv(), "spool", append([]string{"--spool", dir, "submit"}, args...)...)
 		var o, e bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &o, &e
 		err := cmd.Run()
@@ -133,7 +133,7 @@ func TestHostileTree(t *testing.T) {
 		t.Errorf("spool submit left the symlink at progress/hp")
 	}
 	// Planted again while the job runs: the next flush replaces the link.
-	relEventually(t, 10*time.Second, "job hp to run", func() bool { st, _ := s.State(hp); return st == spool.Running })
+	eventually(t, 10*time.Second, 20*time.Millisecond, "job hp to run", func() bool { st, _ := s.State(hp); return st == spool.Running })
 	os.Remove(s.Path("progress/hp"))
 	link("progress/hp", out.file)
 
@@ -141,7 +141,7 @@ func TestHostileTree(t *testing.T) {
 	// not taken as the answer, and `spool answer` replaces the link.
 	ha, _, err := submit("--chat", "ha", "--", "sh", "-c", `a=$(spool ask --timeout 30s "ok?") && spool say "got $a"`)
 	hostileMust(t, err)
-	relEventually(t, 15*time.Second, "the question of ha", func() bool {
+	eventually(t, 15*time.Second, 20*time.Millisecond, "the question of ha", func() bool {
 		p, err := s.ReadProgress("ha")
 		return err == nil && p.Question != nil
 	})
@@ -181,7 +181,7 @@ func TestHostileTree(t *testing.T) {
 	hostileMust(t, os.Mkdir(s.Path("h-mark-dir.ready"), 0o750))
 
 	// Now the answer, through the link's place.
-	if o, err := relCmd("spool", "--spool", dir, "answer", "--chat", "ha", "yes").CombinedOutput(); err != nil {
+	if o, err := command(raceEnv(), "spool", "--spool", dir, "answer", "--chat", "ha", "yes").CombinedOutput(); err != nil {
 		t.Errorf("spool answer over a planted link: %v: %s", err, o)
 	}
 
@@ -203,7 +203,7 @@ func TestHostileTree(t *testing.T) {
 		{"h-spec-link", spool.Failed, "symlink"},
 		{"h-spec-big", spool.Failed, "too large"},
 	} {
-		r := relWaitEnd(t, s, w.job, 20*time.Second)
+		r := waitEnd(t, s, w.job, 20*time.Second, 20*time.Millisecond)
 		if r.State != w.state || (w.why != "" && !strings.Contains(relStr(r.Error), w.why)) {
 			t.Errorf("job %s ended %s (%s); want %s saying %q", w.job, r.State, relStr(r.Error), w.state, w.why)
 		} else {
@@ -212,7 +212,7 @@ func TestHostileTree(t *testing.T) {
 	}
 	// The markers that are not files are moved aside, each with its reason.
 	for _, name := range []string{"h-mark-link.ready", "h-mark-dir.ready"} {
-		relEventually(t, 10*time.Second, name+" in corrupt/", func() bool {
+		eventually(t, 10*time.Second, 20*time.Millisecond, name+" in corrupt/", func() bool {
 			_, err := os.Lstat(filepath.Join(dir, spool.CorruptDir, name+".why"))
 			return err == nil
 		})
@@ -226,7 +226,7 @@ func TestHostileTree(t *testing.T) {
 		t.Errorf("job hp's events: %s", b)
 	}
 	// The last document follows the result (within a moment).
-	relEventually(t, 5*time.Second, "progress/hp to be the run's own last document", func() bool {
+	eventually(t, 5*time.Second, 20*time.Millisecond, "progress/hp to be the run's own last document", func() bool {
 		p, err := s.ReadProgress("hp")
 		return err == nil && p.Job == hp && p.Done
 	})
@@ -243,7 +243,7 @@ func TestHostileTree(t *testing.T) {
 	}
 	last, _, err := submit("--chat", "plain", "--", "true")
 	hostileMust(t, err)
-	if r := relWaitEnd(t, s, last, 20*time.Second); r.State != spool.Done {
+	if r := waitEnd(t, s, last, 20*time.Second, 20*time.Millisecond); r.State != spool.Done {
 		t.Errorf("a plain job after the hostile ones: %s %s", r.State, relStr(r.Error))
 	}
 	out.check(t)
@@ -281,7 +281,7 @@ func TestHostileSubmit(t *testing.T) {
 	hostileMust(t, err)
 	defer s.Close()
 	hostileMust(t, os.Mkdir(s.Path("progress/pd"), 0o750))
-	cmd := relCmd("spool", "--spool", dir, "submit", "--chat", "pd", "--", "true")
+	cmd := command(raceEnv(), "spool", "--spool", dir, "submit", "--chat", "pd", "--", "true")
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	if err := cmd.Run(); err == nil {
@@ -300,7 +300,7 @@ func TestHostileSubmit(t *testing.T) {
 	}
 	hostileMust(t, os.MkdirAll(s.Path("chats/pa"), 0o750))
 	hostileMust(t, os.Symlink(out.file, s.Path("chats/pa/answer.json")))
-	if o, err := relCmd("spool", "--spool", dir, "submit", "--chat", "pa", "--", "true").CombinedOutput(); err != nil {
+	if o, err := command(raceEnv(), "spool", "--spool", dir, "submit", "--chat", "pa", "--", "true").CombinedOutput(); err != nil {
 		t.Fatalf("spool submit: %v: %s", err, o)
 	}
 	if _, err := os.Lstat(s.Path("chats/pa/answer.json")); err == nil {
@@ -318,7 +318,7 @@ func TestModes(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "spool") // made by spoold
 			sh := func(name string, args ...string) *exec.Cmd {
 				cmd := exec.Command("sh", append([]string{"-c", `umask "$0"; exec "$@"`, umask, bin(name)}, args...)...)
-				cmd.Env = relEnv()
+				cmd.Env = raceEnv()
 				return cmd
 			}
 			logf, err := os.Create(filepath.Join(t.TempDir(), "spoold.log"))
@@ -327,26 +327,26 @@ func TestModes(t *testing.T) {
 			d.Stdout, d.Stderr = logf, logf
 			hostileMust(t, d.Start())
 			defer func() { d.Process.Kill(); d.Wait() }()
-			relEventually(t, 10*time.Second, "the tree", func() bool {
+			eventually(t, 10*time.Second, 20*time.Millisecond, "the tree", func() bool {
 				_, err := os.Stat(filepath.Join(dir, spool.GateDir))
 				return err == nil
 			})
-			s := relOpen(t, dir)
+			s := openSpool(t, dir, 300)
 			o, err := sh("spool", "--spool", dir, "submit", "--chat", "m", "--", "sh", "-c", `echo to the log; a=$(spool ask "ok?"); spool say "got $a"`).Output()
 			hostileMust(t, err)
 			job := strings.TrimSpace(string(o))
-			relEventually(t, 15*time.Second, "the question", func() bool {
+			eventually(t, 15*time.Second, 20*time.Millisecond, "the question", func() bool {
 				p, err := s.ReadProgress("m")
 				return err == nil && p.Question != nil
 			})
 			if o, err := sh("spool", "--spool", dir, "answer", "--chat", "m", "yes").CombinedOutput(); err != nil {
 				t.Fatalf("spool answer: %v: %s", err, o)
 			}
-			relWaitEnd(t, s, job, 15*time.Second)
+			waitEnd(t, s, job, 15*time.Second, 20*time.Millisecond)
 			// Something for corrupt/: a marker that is a directory.
 			hostileMust(t, os.WriteFile(s.Path("bad.json"), []byte(`{"chat":"b","argv":["true"]}`), 0o600))
 			hostileMust(t, os.Mkdir(s.Path("bad.ready"), 0o700))
-			relEventually(t, 40*time.Second, "corrupt/bad.ready.why", func() bool {
+			eventually(t, 40*time.Second, 20*time.Millisecond, "corrupt/bad.ready.why", func() bool {
 				_, err := os.Stat(filepath.Join(dir, spool.CorruptDir, "bad.ready.why"))
 				return err == nil
 			})

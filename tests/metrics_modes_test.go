@@ -36,7 +36,7 @@ func TestMetricsModes(t *testing.T) {
 			}
 			// A strict umask: the modes must not come from it.
 			cmd := exec.Command("sh", append([]string{"-c", `umask 077; exec "$@"`, "sh", bin("spoold")}, args...)...)
-			cmd.Env = relEnv()
+			cmd.Env = raceEnv()
 			log, err := os.CreateTemp(t.TempDir(), "spoold-*.log")
 			if err != nil {
 				t.Fatal(err)
@@ -59,14 +59,14 @@ func TestMetricsModes(t *testing.T) {
 				}
 			})
 
-			s := relOpen(t, dir)
-			relEventually(t, 10*time.Second, "the spool's directories", func() bool {
+			s := openSpool(t, dir, 300)
+			eventually(t, 10*time.Second, 20*time.Millisecond, "the spool's directories", func() bool {
 				_, err := os.Stat(filepath.Join(dir, spool.GateDir))
 				return err == nil
 			})
 			job := opsSubmit(t, dir, "mm", "true")
-			relWaitEnd(t, s, job, 30*time.Second)
-			relEventually(t, 10*time.Second, "the textfile", func() bool {
+			waitEnd(t, s, job, 30*time.Second, 20*time.Millisecond)
+			eventually(t, 10*time.Second, 20*time.Millisecond, "the textfile", func() bool {
 				_, err := os.Stat(prom)
 				return err == nil
 			})

@@ -81,14 +81,14 @@ func TestOpsLivePage(t *testing.T) {
 	addrFile := filepath.Join(t.TempDir(), "addr")
 	opsStart(t, nil, "watchd", "serve", "--spool", dir, "--listen", "127.0.0.1:0", "--addr-file", addrFile)
 	var base string
-	opsEventually(t, 20*time.Second, "watchd to listen", func() bool {
+	eventually(t, 20*time.Second, 20*time.Millisecond, "watchd to listen", func() bool {
 		b, _ := os.ReadFile(addrFile)
 		base = "http://" + strings.TrimSpace(string(b))
 		return len(b) > 0
 	})
 	// An earlier run in another chat, ended before the page loads: the page
 	// lists it with its final state.
-	s := spooldOpen(t, dir)
+	s := openSpool(t, dir, 200)
 	first := opsSubmit(t, dir, "earlier", "sh", "-c", "spool say 'all set'; exit 0")
 	opsWaitEnded(t, s, first, 30*time.Second)
 
@@ -122,7 +122,7 @@ func TestOpsLivePage(t *testing.T) {
 	waitRow := func(chat, what string, cond func(*opsRow) bool) *opsRow {
 		t.Helper()
 		var r *opsRow
-		opsEventually(t, 30*time.Second, what, func() bool {
+		eventually(t, 30*time.Second, 20*time.Millisecond, what, func() bool {
 			r = row(chat)
 			return r != nil && cond(r)
 		})

@@ -152,17 +152,6 @@ func (p *opsProc) stop(t *testing.T, within time.Duration) {
 	}
 }
 
-func opsEventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // opsFreeAddr returns a loopback address with a port free a moment ago.
 func opsFreeAddr(t *testing.T) string {
 	t.Helper()
@@ -214,7 +203,7 @@ func opsSubmit(t *testing.T, dir, chat string, argv ...string) string {
 func opsWaitEnded(t *testing.T, s *spool.Spool, job string, within time.Duration) *spool.Result {
 	t.Helper()
 	var r *spool.Result
-	opsEventually(t, within, "job "+job+" to end", func() bool {
+	eventually(t, within, 20*time.Millisecond, "job "+job+" to end", func() bool {
 		st, err := s.State(job)
 		if err != nil || !st.Final() {
 			return false
@@ -283,7 +272,7 @@ func TestOpsNotify(t *testing.T) {
 func TestOpsNotifyOff(t *testing.T) {
 	dir := newSpool(t)
 	p := opsStart(t, []string{"NOTIFY_SOCKET=", "WATCHDOG_USEC="}, "spoold", "--spool", dir)
-	opsEventually(t, 20*time.Second, "spoold to make the tree", func() bool {
+	eventually(t, 20*time.Second, 20*time.Millisecond, "spoold to make the tree", func() bool {
 		_, err := os.Stat(filepath.Join(dir, spool.GateDir))
 		return err == nil
 	})
@@ -296,13 +285,13 @@ func TestOpsSpooldTextfile(t *testing.T) {
 	dir := newSpool(t)
 	prom := filepath.Join(t.TempDir(), "textfile", "spoold.prom")
 	p := opsStart(t, nil, "spoold", "--spool", dir, "--workers", "2", "--metrics-file", prom, "--metrics-every", "100ms")
-	s := spooldOpen(t, dir)
+	s := openSpool(t, dir, 200)
 	ok := opsSubmit(t, dir, "m1", "sh", "-c", "spool say one; spool say two")
 	bad := opsSubmit(t, dir, "m2", "sh", "-c", "exit 3")
 	opsWaitEnded(t, s, ok, 30*time.Second)
 	opsWaitEnded(t, s, bad, 30*time.Second)
 	var text string
-	opsEventually(t, 10*time.Second, "the textfile to count both jobs", func() bool {
+	eventually(t, 10*time.Second, 20*time.Millisecond, "the textfile to count both jobs", func() bool {
 		b, _ := os.ReadFile(prom)
 		text = string(b)
 		return opsMetric(text, `vmspool_spoold_jobs_ended_total{state="done"}`) == 1 &&
@@ -351,7 +340,7 @@ func TestOpsWatchdMetrics(t *testing.T) {
 	addrFile := filepath.Join(t.TempDir(), "addr")
 	opsStart(t, nil, "watchd", "serve", "--spool", dir, "--listen", "127.0.0.1:0", "--addr-file", addrFile)
 	var base string
-	opsEventually(t, 20*time.Second, "watchd to listen", func() bool {
+	eventually(t, 20*time.Second, 20*time.Millisecond, "watchd to listen", func() bool {
 		b, _ := os.ReadFile(addrFile)
 		base = "http://" + strings.TrimSpace(string(b))
 		return len(b) > 0
@@ -397,7 +386,7 @@ func TestOpsGateMetrics(t *testing.T) {
 	addr := opsFreeAddr(t)
 	opsStart(t, nil, "vmgate", "serve", "--spool", dir, "--metrics-listen", addr)
 	in := filepath.Join(dir, spool.GateDir, "in")
-	opsEventually(t, 20*time.Second, "vmgate to make gate/in", func() bool {
+	eventually(t, 20*time.Second, 20*time.Millisecond, "vmgate to make gate/in", func() bool {
 		_, err := os.Stat(in)
 		return err == nil
 	})
@@ -409,7 +398,7 @@ func TestOpsGateMetrics(t *testing.T) {
 		}
 	}
 	out := filepath.Join(dir, spool.GateDir, "out")
-	opsEventually(t, 20*time.Second, "three verdicts", func() bool {
+	eventually(t, 20*time.Second, 20*time.Millisecond, "three verdicts", func() bool {
 		for _, id := range []string{"ok1", "push1", "add1"} {
 			if _, err := os.Stat(filepath.Join(out, id+".json")); err != nil {
 				return false
@@ -418,7 +407,7 @@ func TestOpsGateMetrics(t *testing.T) {
 		return true
 	})
 	var text string
-	opsEventually(t, 10*time.Second, "/metrics to count three decisions", func() bool {
+	eventually(t, 10*time.Second, 20*time.Millisecond, "/metrics to count three decisions", func() bool {
 		resp, err := http.Get("http://" + addr + "/metrics")
 		if err != nil {
 			return false
@@ -451,7 +440,7 @@ func TestOpsManyHosts(t *testing.T) {
 	os.Mkdir(ran, 0o755)
 	a := opsStart(t, nil, "spoold", "--spool", dir, "--host", "hosta", "--poll", "200ms", "--workers", "3", "--lease", "5s")
 	b := opsStart(t, nil, "spoold", "--spool", dir, "--host", "hostb", "--poll", "200ms", "--workers", "3", "--lease", "5s")
-	s := spooldOpen(t, dir)
+	s := openSpool(t, dir, 200)
 
 	const n = 50
 	jobs := make([]string, n)
@@ -464,7 +453,7 @@ func TestOpsManyHosts(t *testing.T) {
 	}
 	// The leases of running jobs name the host that holds them.
 	leaseHosts := map[string]bool{}
-	opsEventually(t, 60*time.Second, "every job to end", func() bool {
+	eventually(t, 60*time.Second, 20*time.Millisecond, "every job to end", func() bool {
 		ended := 0
 		for _, job := range jobs {
 			st, _ := s.State(job)

@@ -31,12 +31,6 @@ import (
 	"github.com/vmspool/vmspool/spool"
 )
 
-// relEnv is the environment of the binaries the reliability tests start:
-// a race build otherwise sleeps a second at every exit.
-func relEnv() []string {
-	return append(os.Environ(), "GORACE=atexit_sleep_ms=0 "+os.Getenv("GORACE"))
-}
-
 // relProc is one daemon started by a reliability test, its output in a
 // file that is printed (its tail) if the test fails.
 type relProc struct {
@@ -49,7 +43,7 @@ type relProc struct {
 
 func relStart(t testing.TB, name string, args ...string) *relProc {
 	t.Helper()
-	return relStartEnv(t, relEnv(), name, args...)
+	return relStartEnv(t, raceEnv(), name, args...)
 }
 
 func relStartEnv(t testing.TB, env []string, name string, args ...string) *relProc {
@@ -113,54 +107,6 @@ func (p *relProc) stop(t testing.TB, within time.Duration) {
 func (p *relProc) logText() string {
 	b, _ := os.ReadFile(p.log)
 	return string(b)
-}
-
-func relCmd(name string, args ...string) *exec.Cmd {
-	cmd := exec.Command(bin(name), args...)
-	cmd.Env = relEnv()
-	return cmd
-}
-
-func relOpen(t testing.TB, dir string) *spool.Spool {
-	t.Helper()
-	for i := 0; ; i++ {
-		s, err := spool.Open(dir)
-		if err == nil {
-			t.Cleanup(func() { s.Close() })
-			return s
-		}
-		if i > 300 {
-			t.Fatal(err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// relEventually polls cond every 20 ms until it holds or the time is up.
-func relEventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// relWaitEnd waits for the job's final state and returns its result.
-func relWaitEnd(t testing.TB, s *spool.Spool, job string, within time.Duration) *spool.Result {
-	t.Helper()
-	var st spool.State
-	relEventually(t, within, "job "+job+" to end", func() bool {
-		st, _ = s.State(job)
-		return st.Final()
-	})
-	r, err := s.ReadResult(job, st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
 }
 
 // soakDuration reads SOAK: a Go duration, 60s when unset; 0 or "off" skip.
@@ -499,8 +445,8 @@ func TestSoak(t *testing.T) {
 	for i := range daemons {
 		daemons[i] = relStart(t, "spoold", daemonArgs...)
 	}
-	s := relOpen(t, dir)
-	relEventually(t, 10*time.Second, "the tree", func() bool {
+	s := openSpool(t, dir, 300)
+	eventually(t, 10*time.Second, 20*time.Millisecond, "the tree", func() bool {
 		_, err := os.Stat(filepath.Join(dir, spool.ProgressDir))
 		return err == nil
 	})
@@ -559,7 +505,7 @@ func TestSoak(t *testing.T) {
 				if err != nil || p.Done || p.Question == nil || answered[p.Question.ID] {
 					continue
 				}
-				out, err := relCmd("spool", "--spool", dir, "answer", "--chat", chat, "--question", p.Question.ID, "yes").CombinedOutput()
+				out, err := command(raceEnv(), "spool", "--spool", dir, "answer", "--chat", chat, "--question", p.Question.ID, "yes").CombinedOutput()
 				if err == nil {
 					answered[p.Question.ID] = true
 					answers.Add(1)
@@ -603,7 +549,7 @@ func TestSoak(t *testing.T) {
 					if j.kind == soakTimeout {
 						args = append(args, "--timeout", "1s")
 					}
-					out, err := relCmd("spool", append(append(args, "--"), sp.Argv...)...).Output()
+					out, err := command(raceEnv(), "spool", append(append(args, "--"), sp.Argv...)...).Output()
 					if err != nil {
 						t.Errorf("spool submit: %v", err)
 						continue
@@ -619,7 +565,7 @@ func TestSoak(t *testing.T) {
 				}
 				if j.watch {
 					w := &soakWatcher{job: j, done: make(chan struct{})}
-					w.cmd = relCmd("watchd", "follow", "--spool", dir, "--chat", j.chat, "--job", j.id, "--json", "--timeout", (load + 3*time.Minute).String())
+					w.cmd = command(raceEnv(), "watchd", "follow", "--spool", dir, "--chat", j.chat, "--job", j.id, "--json", "--timeout", (load + 3*time.Minute).String())
 					w.cmd.Stdout = &w.out
 					if err := w.cmd.Start(); err != nil {
 						t.Errorf("watchd follow: %v", err)
@@ -639,7 +585,7 @@ func TestSoak(t *testing.T) {
 					go func(id string, after time.Duration) {
 						defer cancels.Done()
 						time.Sleep(after)
-						if out, err := relCmd("spool", "--spool", dir, "cancel", id).CombinedOutput(); err != nil {
+						if out, err := command(raceEnv(), "spool", "--spool", dir, "cancel", id).CombinedOutput(); err != nil {
 							t.Errorf("spool cancel %s: %v: %s", id, err, out)
 						}
 					}(j.id, time.Duration(j.i%7)*400*time.Millisecond)
@@ -732,7 +678,7 @@ func TestSoak(t *testing.T) {
 			}
 		}
 	}
-	if out, err := relCmd("spool", "--spool", dir, "fsck").CombinedOutput(); err != nil {
+	if out, err := command(raceEnv(), "spool", "--spool", dir, "fsck").CombinedOutput(); err != nil {
 		t.Errorf("spool fsck after the soak: %v:\n%s", err, out)
 	}
 	if names, _ := relNames(s, spool.CorruptDir); len(names) > 0 {

@@ -25,11 +25,10 @@ import (
 	"github.com/vmspool/vmspool/spool"
 )
 
-// spooldEnv is the environment of the binaries the tests start: a race
-// build otherwise sleeps a second at every exit (GORACE atexit_sleep_ms).
-// SPOOLD_TEST_SECRET stands for what must not reach a job.
+// spooldEnv is raceEnv with SPOOLD_TEST_SECRET, which stands for what
+// must not reach a job.
 func spooldEnv() []string {
-	return append(os.Environ(), "GORACE=atexit_sleep_ms=0 "+os.Getenv("GORACE"), "SPOOLD_TEST_SECRET=1")
+	return append(raceEnv(), "SPOOLD_TEST_SECRET=1")
 }
 
 // spooldProc is one running spoold.
@@ -143,54 +142,6 @@ rm -f progress/$3 chats/$3/answer.json
 	}
 }
 
-func spooldCmd(name string, args ...string) *exec.Cmd {
-	cmd := exec.Command(bin(name), args...)
-	cmd.Env = spooldEnv()
-	return cmd
-}
-
-func spooldOpen(t testing.TB, dir string) *spool.Spool {
-	t.Helper()
-	for i := 0; ; i++ {
-		s, err := spool.Open(dir)
-		if err == nil {
-			t.Cleanup(func() { s.Close() })
-			return s
-		}
-		if i > 200 {
-			t.Fatal(err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// spooldEventually polls cond until it holds or the time is up.
-func spooldEventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// spooldWaitEnd waits for the job's final state and returns its result.
-func spooldWaitEnd(t testing.TB, s *spool.Spool, job string, within time.Duration) *spool.Result {
-	t.Helper()
-	var st spool.State
-	spooldEventually(t, within, "job "+job+" to end", func() bool {
-		st, _ = s.State(job)
-		return st.Final()
-	})
-	r, err := s.ReadResult(job, st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
 // spooldCheckTree checks what ls shows: no lease and no marker left, and
 // each job in exactly one final state. It returns the count by state.
 func spooldCheckTree(t testing.TB, s *spool.Spool) map[spool.State]int {
@@ -227,7 +178,7 @@ func spooldProgress(t testing.TB, s *spool.Spool, chat string) *spool.Progress {
 func spooldFinalProgress(t testing.TB, s *spool.Spool, chat string) *spool.Progress {
 	t.Helper()
 	var p *spool.Progress
-	spooldEventually(t, 5*time.Second, "progress/"+chat+" done", func() bool {
+	eventually(t, 5*time.Second, 10*time.Millisecond, "progress/"+chat+" done", func() bool {
 		p = spooldProgress(t, s, chat)
 		return p != nil && p.Done
 	})
@@ -310,7 +261,7 @@ func TestSpooldEveryJobRunsOnce(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		daemons = append(daemons, spooldStart(t, dir, "--workers", "3", "--worker", fmt.Sprintf("w%d", i)))
 	}
-	s := spooldOpen(t, dir)
+	s := openSpool(t, dir, 200)
 	const n, chats = 300, 40
 	// Each job appends its id, and its start and end under its chat, to one
 	// file: O_APPEND writes of a line land whole and in order.
@@ -340,7 +291,7 @@ func TestSpooldEveryJobRunsOnce(t *testing.T) {
 	}
 	wg.Wait()
 	for _, id := range ids {
-		if r := spooldWaitEnd(t, s, id, 90*time.Second); r.State != spool.Done {
+		if r := waitEnd(t, s, id, 90*time.Second, 10*time.Millisecond); r.State != spool.Done {
 			t.Errorf("job %s ended %s: %v", id, r.State, r.Error)
 		}
 	}
@@ -391,7 +342,7 @@ func TestSpooldKill9Recovery(t *testing.T) {
 	work := t.TempDir()
 	trace := filepath.Join(work, "trace")
 	a := spooldStart(t, dir, "--workers", "4", "--lease", "2s", "--kill-grace", "2s", "--worker", "A")
-	s := spooldOpen(t, dir)
+	s := openSpool(t, dir, 200)
 	// The first attempt traps TERM, records its end, and is slow to go;
 	// the second one finishes at once.
 	body := `now() { date +%s.%N; }
@@ -407,7 +358,7 @@ echo "end $SPOOL_JOB $SPOOL_ATTEMPT $(now)" >> "$0"`
 	}
 	once := spooldSubmit(t, dir, "--chat", "k9", "--", "bash", "-c", body, trace)
 	all := append(append([]string{}, retried...), once)
-	spooldEventually(t, 20*time.Second, "4 jobs to start", func() bool {
+	eventually(t, 20*time.Second, 10*time.Millisecond, "4 jobs to start", func() bool {
 		b, _ := os.ReadFile(trace)
 		return bytes.Count(b, []byte("start ")) == 4
 	})
@@ -427,7 +378,7 @@ echo "end $SPOOL_JOB $SPOOL_ATTEMPT $(now)" >> "$0"`
 	}
 	b := spooldStart(t, dir, "--workers", "4", "--lease", "2s", "--kill-grace", "2s", "--worker", "B")
 	for _, job := range retried {
-		r := spooldWaitEnd(t, s, job, 30*time.Second)
+		r := waitEnd(t, s, job, 30*time.Second, 10*time.Millisecond)
 		if r.State != spool.Done || r.Attempt != 2 {
 			t.Errorf("job %s: %s at attempt %d, want done at attempt 2 (%v)", job, r.State, r.Attempt, r.Error)
 		}
@@ -436,7 +387,7 @@ echo "end $SPOOL_JOB $SPOOL_ATTEMPT $(now)" >> "$0"`
 			t.Errorf("job %s: no worker event about the recovery: %+v", job, evs)
 		}
 	}
-	r := spooldWaitEnd(t, s, once, 30*time.Second)
+	r := waitEnd(t, s, once, 30*time.Second, 10*time.Millisecond)
 	if r.State != spool.Failed || r.Error == nil || *r.Error != "worker A died" {
 		t.Errorf("job %s: %s %v, want failed \"worker A died\"", once, r.State, r.Error)
 	}
@@ -518,7 +469,7 @@ func spooldEditLease(t testing.TB, s *spool.Spool, job string, edit func(map[str
 func TestSpooldEnds(t *testing.T) {
 	dir := newSpool(t)
 	d := spooldStart(t, dir, "--workers", "4", "--kill-grace", "1s")
-	s := spooldOpen(t, dir)
+	s := openSpool(t, dir, 200)
 
 	timeout := spooldSubmit(t, dir, "--chat", "t", "--timeout", "1s", "--", "sleep", "30")
 	running := spooldSubmit(t, dir, "--chat", "c", "--", "sleep", "30")
@@ -530,7 +481,7 @@ func TestSpooldEnds(t *testing.T) {
 	leaves := spooldSubmit(t, dir, "--chat", "bg", "--", "sh", "-c", "sleep 60 & echo left a sleeper")
 	next := spooldSubmit(t, dir, "--chat", "bg", "--", "true")
 
-	spooldEventually(t, 10*time.Second, "the job to run", func() bool {
+	eventually(t, 10*time.Second, 10*time.Millisecond, "the job to run", func() bool {
 		st, _ := s.State(running)
 		return st == spool.Running
 	})
@@ -538,43 +489,43 @@ func TestSpooldEnds(t *testing.T) {
 		t.Fatalf("second job of a busy chat is %s, want queued", st)
 	}
 	for _, job := range []string{queued, running} {
-		if out, err := spooldCmd("spool", "--spool", dir, "cancel", job).CombinedOutput(); err != nil {
+		if out, err := command(spooldEnv(), "spool", "--spool", dir, "cancel", job).CombinedOutput(); err != nil {
 			t.Fatalf("spool cancel: %v: %s", err, out)
 		}
 	}
-	if r := spooldWaitEnd(t, s, running, 10*time.Second); r.State != spool.Cancelled {
+	if r := waitEnd(t, s, running, 10*time.Second, 10*time.Millisecond); r.State != spool.Cancelled {
 		t.Errorf("cancelled job ended %s", r.State)
 	}
-	if r := spooldWaitEnd(t, s, queued, 10*time.Second); r.State != spool.Cancelled {
+	if r := waitEnd(t, s, queued, 10*time.Second, 10*time.Millisecond); r.State != spool.Cancelled {
 		t.Errorf("cancelled queued job ended %s", r.State)
 	}
 	if b, _ := os.ReadFile(s.Path(queued + ".log")); len(b) > 0 {
 		t.Errorf("a job cancelled while queued ran: %q", b)
 	}
-	r := spooldWaitEnd(t, s, timeout, 10*time.Second)
+	r := waitEnd(t, s, timeout, 10*time.Second, 10*time.Millisecond)
 	if r.State != spool.Failed || r.Error == nil || *r.Error != "timed out after 1s" {
 		t.Errorf("timeout: %s %v", r.State, r.Error)
 	}
 	if p := spooldFinalProgress(t, s, "t"); p == nil || !p.Done || p.State != spool.Failed {
 		t.Errorf("progress of a timed out job: %+v", p)
 	}
-	if r := spooldWaitEnd(t, s, big, 30*time.Second); r.State != spool.Done {
+	if r := waitEnd(t, s, big, 30*time.Second, 10*time.Millisecond); r.State != spool.Done {
 		t.Errorf("10 MB job: %s %v", r.State, r.Error)
 	}
 	if fi, err := os.Stat(s.Path(big + ".log")); err != nil || fi.Size() != 10<<20 {
 		t.Errorf("10 MB job's log: %v %v", fi.Size(), err)
 	}
-	r = spooldWaitEnd(t, s, missing, 10*time.Second)
+	r = waitEnd(t, s, missing, 10*time.Second, 10*time.Millisecond)
 	if r.State != spool.Failed || r.Error == nil || !strings.Contains(*r.Error, "not found") {
 		t.Errorf("missing program: %s %v", r.State, r.Error)
 	}
-	if r := spooldWaitEnd(t, s, leaves, 10*time.Second); r.State != spool.Done {
+	if r := waitEnd(t, s, leaves, 10*time.Second, 10*time.Millisecond); r.State != spool.Done {
 		t.Errorf("job that left a process: %s %v", r.State, r.Error)
 	}
 	if held, _ := s.SpecLocked(leaves); held {
 		t.Errorf("the process the job left behind still runs")
 	}
-	if r := spooldWaitEnd(t, s, next, 10*time.Second); r.State != spool.Done {
+	if r := waitEnd(t, s, next, 10*time.Second, 10*time.Millisecond); r.State != spool.Done {
 		t.Errorf("the chat's next job: %s %v", r.State, r.Error)
 	}
 	p := spooldFinalProgress(t, s, "c")
@@ -594,10 +545,10 @@ func TestSpooldQuestion(t *testing.T) {
 	dir := newSpool(t)
 	out := filepath.Join(t.TempDir(), "out")
 	spooldStart(t, dir)
-	s := spooldOpen(t, dir)
+	s := openSpool(t, dir, 200)
 	job := spooldSubmit(t, dir, "--chat", "q", "--", "sh", "-c", `a=$(spool ask --options yes,no "Deploy?") && echo "got $a" > "$0"`, out)
 	var p *spool.Progress
-	spooldEventually(t, 15*time.Second, "the question", func() bool {
+	eventually(t, 15*time.Second, 10*time.Millisecond, "the question", func() bool {
 		p = spooldProgress(t, s, "q")
 		return p != nil && p.State == spool.Waiting && p.Question != nil
 	})
@@ -614,10 +565,10 @@ func TestSpooldQuestion(t *testing.T) {
 	if st, _ := s.State(job); st != spool.Running {
 		t.Fatalf("job is %s while a stale answer is there", st)
 	}
-	if o, err := spooldCmd("spool", "--spool", dir, "answer", "--chat", "q", "yes").CombinedOutput(); err != nil {
+	if o, err := command(spooldEnv(), "spool", "--spool", dir, "answer", "--chat", "q", "yes").CombinedOutput(); err != nil {
 		t.Fatalf("spool answer: %v: %s", err, o)
 	}
-	if r := spooldWaitEnd(t, s, job, 15*time.Second); r.State != spool.Done {
+	if r := waitEnd(t, s, job, 15*time.Second, 10*time.Millisecond); r.State != spool.Done {
 		t.Fatalf("job ended %s %v", r.State, r.Error)
 	}
 	if b, _ := os.ReadFile(out); string(b) != "got yes\n" {
@@ -646,7 +597,7 @@ func TestSpooldBadInput(t *testing.T) {
 	work := t.TempDir()
 	side := filepath.Join(work, "side-effect")
 	d := spooldStart(t, dir, "--workers", "2")
-	s := spooldOpen(t, dir)
+	s := openSpool(t, dir, 200)
 
 	script := filepath.Join(work, "s.sh")
 	os.WriteFile(script, []byte("touch "+side+"\ngit commit -am 'from the VM'\n"), 0o644)
@@ -657,7 +608,7 @@ func TestSpooldBadInput(t *testing.T) {
 	weird := spooldSubmit(t, dir, "--chat", "w", "--", "sh", "-c",
 		`head -c 1048576 /dev/zero | tr '\0' a >> "$SPOOL_EVENTS"; echo >> "$SPOOL_EVENTS"; printf 'bad \377\376 utf8\n' >> "$SPOOL_EVENTS"; echo last line >> "$SPOOL_EVENTS"`)
 
-	r := spooldWaitEnd(t, s, refused, 10*time.Second)
+	r := waitEnd(t, s, refused, 10*time.Second, 10*time.Millisecond)
 	if r.State != spool.Failed || r.Error == nil || !strings.Contains(*r.Error, "vmgate refused") {
 		t.Errorf("refused script: %s %v", r.State, r.Error)
 	}
@@ -668,7 +619,7 @@ func TestSpooldBadInput(t *testing.T) {
 		t.Errorf("no gate event: %+v", evs)
 	}
 	for _, job := range []string{"garbage", "nothing"} {
-		r := spooldWaitEnd(t, s, job, 10*time.Second)
+		r := waitEnd(t, s, job, 10*time.Second, 10*time.Millisecond)
 		if r.State != spool.Failed || r.Error == nil {
 			t.Errorf("bad spec %s: %s %v", job, r.State, r.Error)
 		}
@@ -676,7 +627,7 @@ func TestSpooldBadInput(t *testing.T) {
 	if p := spooldFinalProgress(t, s, "y"); p == nil || !p.Done || p.State != spool.Failed {
 		t.Errorf("progress of a spec without argv: %+v", p)
 	}
-	if r := spooldWaitEnd(t, s, weird, 10*time.Second); r.State != spool.Done {
+	if r := waitEnd(t, s, weird, 10*time.Second, 10*time.Millisecond); r.State != spool.Done {
 		t.Errorf("weird events job: %s %v", r.State, r.Error)
 	}
 	p := spooldFinalProgress(t, s, "w")
@@ -689,7 +640,7 @@ func TestSpooldBadInput(t *testing.T) {
 	}
 	// Still serving.
 	ok := spooldSubmit(t, dir, "--chat", "z", "--", "true")
-	if r := spooldWaitEnd(t, s, ok, 10*time.Second); r.State != spool.Done {
+	if r := waitEnd(t, s, ok, 10*time.Second, 10*time.Millisecond); r.State != spool.Done {
 		t.Errorf("after bad input: %s", r.State)
 	}
 	d.stop(t, 10*time.Second)
@@ -703,14 +654,14 @@ func TestSpooldChatOneAtATime(t *testing.T) {
 	trace := filepath.Join(t.TempDir(), "trace")
 	spooldStart(t, dir, "--workers", "3")
 	spooldStart(t, dir, "--workers", "3")
-	s := spooldOpen(t, dir)
+	s := openSpool(t, dir, 200)
 	var ids []string
 	for i := 0; i < 5; i++ {
 		ids = append(ids, spooldSubmit(t, dir, "--chat", "one", "--", "sh", "-c",
 			`echo "s $SPOOL_JOB" >> "$0"; sleep 0.2; echo "e $SPOOL_JOB" >> "$0"`, trace))
 	}
 	for _, id := range ids {
-		spooldWaitEnd(t, s, id, 20*time.Second)
+		waitEnd(t, s, id, 20*time.Second, 10*time.Millisecond)
 	}
 	b, _ := os.ReadFile(trace)
 	var want []string
@@ -728,11 +679,11 @@ func TestSpooldChatOneAtATime(t *testing.T) {
 func TestSpooldShutdown(t *testing.T) {
 	dir := newSpool(t)
 	d := spooldStart(t, dir, "--workers", "3", "--grace", "1s", "--kill-grace", "500ms")
-	s := spooldOpen(t, dir)
+	s := openSpool(t, dir, 200)
 	short := spooldSubmit(t, dir, "--chat", "a", "--", "sleep", "0.5")
 	again := spooldSubmit(t, dir, "--chat", "b", "--attempts", "3", "--", "sleep", "30")
 	last := spooldSubmit(t, dir, "--chat", "c", "--", "sleep", "30")
-	spooldEventually(t, 10*time.Second, "three jobs running", func() bool {
+	eventually(t, 10*time.Second, 10*time.Millisecond, "three jobs running", func() bool {
 		n := 0
 		for _, j := range []string{short, again, last} {
 			if st, _ := s.State(j); st == spool.Running {
@@ -754,14 +705,14 @@ func TestSpooldShutdown(t *testing.T) {
 	if p := spooldProgress(t, s, "b"); p == nil || p.State != spool.Queued || p.Done {
 		t.Errorf("progress of the interrupted job: %+v", p)
 	}
-	r := spooldWaitEnd(t, s, last, time.Second)
+	r := waitEnd(t, s, last, time.Second, 10*time.Millisecond)
 	if r.State != spool.Failed || r.Error == nil || *r.Error != "interrupted by shutdown" {
 		t.Errorf("interrupted job without attempts: %s %v", r.State, r.Error)
 	}
 
 	// The second signal: no waiting for the 1 minute grace.
 	d2 := spooldStart(t, dir, "--grace", "1m", "--kill-grace", "30s")
-	spooldEventually(t, 10*time.Second, "the queued job to run again", func() bool {
+	eventually(t, 10*time.Second, 10*time.Millisecond, "the queued job to run again", func() bool {
 		st, _ := s.State(again)
 		return st == spool.Running
 	})
@@ -791,7 +742,7 @@ func TestSpooldCommand(t *testing.T) {
 		{[]string{"--spool", "/proc/no/such/spool"}, 1, "spoold: spool /proc/no/such/spool"},
 		{[]string{"extra"}, 2, "unexpected argument"},
 	} {
-		out, err := spooldCmd("spoold", tc.args...).CombinedOutput()
+		out, err := command(spooldEnv(), "spoold", tc.args...).CombinedOutput()
 		code := 0
 		if ee, ok := err.(*exec.ExitError); ok {
 			code = ee.ExitCode()
@@ -810,27 +761,27 @@ func TestSpooldCommand(t *testing.T) {
 func TestSpooldPoll(t *testing.T) {
 	dir := newSpool(t)
 	spooldStart(t, dir, "--poll", "50ms", "--workers", "2", "--kill-grace", "500ms")
-	s := spooldOpen(t, dir)
+	s := openSpool(t, dir, 200)
 	first := spooldSubmit(t, dir, "--chat", "p", "--", "sh", "-c", `echo "working" >> "$SPOOL_EVENTS"; sleep 0.3`)
 	second := spooldSubmit(t, dir, "--chat", "p", "--", "true")
 	long := spooldSubmit(t, dir, "--chat", "l", "--", "sleep", "30")
-	if r := spooldWaitEnd(t, s, first, 10*time.Second); r.State != spool.Done {
+	if r := waitEnd(t, s, first, 10*time.Second, 10*time.Millisecond); r.State != spool.Done {
 		t.Errorf("first: %s", r.State)
 	}
 	if evs := spooldEvents(t, s, first); !spooldHasEvent(evs, spool.EventStatus, "working") {
 		t.Errorf("events: %+v", evs)
 	}
-	if r := spooldWaitEnd(t, s, second, 10*time.Second); r.State != spool.Done {
+	if r := waitEnd(t, s, second, 10*time.Second, 10*time.Millisecond); r.State != spool.Done {
 		t.Errorf("second: %s", r.State)
 	}
-	spooldEventually(t, 10*time.Second, "the long job to run", func() bool {
+	eventually(t, 10*time.Second, 10*time.Millisecond, "the long job to run", func() bool {
 		st, _ := s.State(long)
 		return st == spool.Running
 	})
 	if err := s.RequestCancel(long, "test"); err != nil {
 		t.Fatal(err)
 	}
-	if r := spooldWaitEnd(t, s, long, 10*time.Second); r.State != spool.Cancelled {
+	if r := waitEnd(t, s, long, 10*time.Second, 10*time.Millisecond); r.State != spool.Cancelled {
 		t.Errorf("cancel in poll mode: %s", r.State)
 	}
 }
@@ -840,21 +791,21 @@ func TestSpooldPoll(t *testing.T) {
 func TestSpooldLeaseLost(t *testing.T) {
 	dir := newSpool(t)
 	d := spooldStart(t, dir, "--lease", "1s", "--kill-grace", "500ms", "--worker", "A")
-	s := spooldOpen(t, dir)
+	s := openSpool(t, dir, 200)
 	job := spooldSubmit(t, dir, "--chat", "x", "--", "sleep", "30")
-	spooldEventually(t, 10*time.Second, "the job to run", func() bool {
+	eventually(t, 10*time.Second, 10*time.Millisecond, "the job to run", func() bool {
 		held, _ := s.SpecLocked(job)
 		return held
 	})
 	spooldEditLease(t, s, job, func(m map[string]any) { m["worker"] = "thief" })
-	spooldEventually(t, 10*time.Second, "the job's processes to end", func() bool {
+	eventually(t, 10*time.Second, 10*time.Millisecond, "the job's processes to end", func() bool {
 		held, _ := s.SpecLocked(job)
 		return !held
 	})
 	if !strings.Contains(d.logText(), "lease lost") {
 		t.Errorf("no lease lost line in the log")
 	}
-	r := spooldWaitEnd(t, s, job, 15*time.Second)
+	r := waitEnd(t, s, job, 15*time.Second, 10*time.Millisecond)
 	if r.State != spool.Failed || r.Error == nil || *r.Error != "worker thief died" {
 		t.Errorf("after the taker died: %s %v", r.State, r.Error)
 	}
@@ -873,15 +824,15 @@ func TestSpooldLeaseLost(t *testing.T) {
 func TestSpooldProgressKeepalive(t *testing.T) {
 	dir := newSpool(t)
 	spooldStart(t, dir)
-	s := spooldOpen(t, dir)
+	s := openSpool(t, dir, 200)
 	job := spooldSubmit(t, dir, "--chat", "k", "--", "sleep", "7")
 	var first *spool.Progress
-	spooldEventually(t, 10*time.Second, "the first document", func() bool {
+	eventually(t, 10*time.Second, 10*time.Millisecond, "the first document", func() bool {
 		first = spooldProgress(t, s, "k")
 		return first != nil && first.Job == job && first.State == spool.Running
 	})
 	var later *spool.Progress
-	spooldEventually(t, 8*time.Second, "a newer document without events", func() bool {
+	eventually(t, 8*time.Second, 10*time.Millisecond, "a newer document without events", func() bool {
 		later = spooldProgress(t, s, "k")
 		return later != nil && later.Updated > first.Updated
 	})
@@ -898,19 +849,19 @@ func TestSpooldOtherHostWaits(t *testing.T) {
 	dir := newSpool(t)
 	trace := filepath.Join(t.TempDir(), "trace")
 	a := spooldStart(t, dir, "--lease", "1s", "--host", "h1", "--worker", "A")
-	s := spooldOpen(t, dir)
+	s := openSpool(t, dir, 200)
 	body := `now() { date +%s.%N; }
 echo "start $SPOOL_ATTEMPT $(now)" >> "$0"
 [ "$SPOOL_ATTEMPT" = 1 ] && sleep 2.5
 echo "end $SPOOL_ATTEMPT $(now)" >> "$0"`
 	job := spooldSubmit(t, dir, "--chat", "o", "--attempts", "2", "--", "bash", "-c", body, trace)
-	spooldEventually(t, 10*time.Second, "the first attempt", func() bool {
+	eventually(t, 10*time.Second, 10*time.Millisecond, "the first attempt", func() bool {
 		b, _ := os.ReadFile(trace)
 		return bytes.Contains(b, []byte("start 1"))
 	})
 	a.kill()
 	spooldStart(t, dir, "--lease", "1s", "--host", "h2", "--worker", "B")
-	r := spooldWaitEnd(t, s, job, 20*time.Second)
+	r := waitEnd(t, s, job, 20*time.Second, 10*time.Millisecond)
 	if r.State != spool.Done || r.Attempt != 2 || r.Worker != "B" {
 		t.Fatalf("job: %s attempt %d by %s, want done at attempt 2 by B", r.State, r.Attempt, r.Worker)
 	}
@@ -935,10 +886,10 @@ func TestSpooldEnvironment(t *testing.T) {
 	work := t.TempDir()
 	out := filepath.Join(work, "env")
 	spooldStart(t, dir)
-	s := spooldOpen(t, dir)
+	s := openSpool(t, dir, 200)
 	job := spooldSubmit(t, dir, "--chat", "e", "--cwd", work, "--env", "GREETING=hi there", "--", "sh", "-c",
 		`{ env; echo "cwd=$(pwd)"; [ -t 0 ] || read -r x || echo "stdin=empty"; [ -e /proc/self/fd/3 ] && echo "fd3=yes"; [ -e /proc/self/fd/4 ] && echo "fd4=yes"; } > "$0"`, out)
-	if r := spooldWaitEnd(t, s, job, 10*time.Second); r.State != spool.Done {
+	if r := waitEnd(t, s, job, 10*time.Second, 10*time.Millisecond); r.State != spool.Done {
 		t.Fatalf("job: %s %v", r.State, r.Error)
 	}
 	b, _ := os.ReadFile(out)
@@ -953,7 +904,7 @@ func TestSpooldEnvironment(t *testing.T) {
 		t.Errorf("spoold's own environment leaked into the job:\n%s", got)
 	}
 	bad := spooldSubmit(t, dir, "--chat", "e2", "--cwd", filepath.Join(work, "no-such-dir"), "--", "true")
-	if r := spooldWaitEnd(t, s, bad, 10*time.Second); r.State != spool.Failed || r.Error == nil || !strings.Contains(*r.Error, "no such directory") {
+	if r := waitEnd(t, s, bad, 10*time.Second, 10*time.Millisecond); r.State != spool.Failed || r.Error == nil || !strings.Contains(*r.Error, "no such directory") {
 		t.Errorf("missing cwd: %s %v", r.State, r.Error)
 	}
 }

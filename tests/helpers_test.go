@@ -1,0 +1,69 @@
+package tests
+
+import (
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/vmspool/vmspool/spool"
+)
+
+// raceEnv is the environment of the binaries the tests start: a race
+// build otherwise sleeps a second at every exit (GORACE atexit_sleep_ms).
+func raceEnv() []string {
+	return append(os.Environ(), "GORACE=atexit_sleep_ms=0 "+os.Getenv("GORACE"))
+}
+
+// command is the built binary name run with args in env.
+func command(env []string, name string, args ...string) *exec.Cmd {
+	cmd := exec.Command(bin(name), args...)
+	cmd.Env = env
+	return cmd
+}
+
+// openSpool opens the spool at dir, retrying every 10 ms while it does
+// not open yet (a daemon may still be making it); it fails the test
+// after tries+1 failed tries. The spool is closed when the test ends.
+func openSpool(t testing.TB, dir string, tries int) *spool.Spool {
+	t.Helper()
+	for i := 0; ; i++ {
+		s, err := spool.Open(dir)
+		if err == nil {
+			t.Cleanup(func() { s.Close() })
+			return s
+		}
+		if i > tries {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// eventually polls cond every `every` until it holds or within is up.
+func eventually(t testing.TB, within, every time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", within, what)
+		}
+		time.Sleep(every)
+	}
+}
+
+// waitEnd waits (polling every `every`) for the job's final state and
+// returns its result.
+func waitEnd(t testing.TB, s *spool.Spool, job string, within, every time.Duration) *spool.Result {
+	t.Helper()
+	var st spool.State
+	eventually(t, within, every, "job "+job+" to end", func() bool {
+		st, _ = s.State(job)
+		return st.Final()
+	})
+	r, err := s.ReadResult(job, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
