@@ -78,14 +78,7 @@ func TestOpsLivePage(t *testing.T) {
 	chromium := opsChromium(t)
 	dir := newSpool(t)
 	opsStart(t, nil, "spoold", "--spool", dir)
-	addrFile := filepath.Join(t.TempDir(), "addr")
-	opsStart(t, nil, "watchd", "serve", "--spool", dir, "--listen", "127.0.0.1:0", "--addr-file", addrFile)
-	var base string
-	eventually(t, 20*time.Second, 20*time.Millisecond, "watchd to listen", func() bool {
-		b, _ := os.ReadFile(addrFile)
-		base = "http://" + strings.TrimSpace(string(b))
-		return len(b) > 0
-	})
+	base := opsServeWatchd(t, dir)
 	// An earlier run in another chat, ended before the page loads: the page
 	// lists it with its final state.
 	s := openSpool(t, dir, 200)

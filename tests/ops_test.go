@@ -152,6 +152,21 @@ func (p *opsProc) stop(t *testing.T, within time.Duration) {
 	}
 }
 
+// opsServeWatchd starts watchd serve on dir at a free loopback port and
+// returns its base URL once it listens.
+func opsServeWatchd(t *testing.T, dir string) string {
+	t.Helper()
+	addrFile := filepath.Join(t.TempDir(), "addr")
+	opsStart(t, nil, "watchd", "serve", "--spool", dir, "--listen", "127.0.0.1:0", "--addr-file", addrFile)
+	var base string
+	eventually(t, 20*time.Second, 20*time.Millisecond, "watchd to listen", func() bool {
+		b, _ := os.ReadFile(addrFile)
+		base = "http://" + strings.TrimSpace(string(b))
+		return len(b) > 0
+	})
+	return base
+}
+
 // opsFreeAddr returns a loopback address with a port free a moment ago.
 func opsFreeAddr(t *testing.T) string {
 	t.Helper()
@@ -337,14 +352,7 @@ func TestOpsSpooldTextfile(t *testing.T) {
 func TestOpsWatchdMetrics(t *testing.T) {
 	dir := newSpool(t)
 	opsStart(t, nil, "spoold", "--spool", dir)
-	addrFile := filepath.Join(t.TempDir(), "addr")
-	opsStart(t, nil, "watchd", "serve", "--spool", dir, "--listen", "127.0.0.1:0", "--addr-file", addrFile)
-	var base string
-	eventually(t, 20*time.Second, 20*time.Millisecond, "watchd to listen", func() bool {
-		b, _ := os.ReadFile(addrFile)
-		base = "http://" + strings.TrimSpace(string(b))
-		return len(b) > 0
-	})
+	base := opsServeWatchd(t, dir)
 	job := opsSubmit(t, dir, "w1", "sh", "-c", "spool say hello; spool say bye")
 	resp, err := http.Get(base + "/chats/w1/events?job=" + job)
 	if err != nil {
