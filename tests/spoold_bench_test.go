@@ -126,23 +126,18 @@ func unitShort(u string) string {
 	return u
 }
 
-// spooldBenchClaim measures, for one job at a time on an idle daemon, the
-// time from the marker's rename into place to the claim's rename
-// (<job>.running appearing), as inotify tells the benchmark.
-func spooldBenchClaim(b *testing.B, args []string) (p50, p99 float64) {
-	dir := newSpool(b)
+// spooldWatchCreates watches dir; wait(name) returns once a file name is
+// created in it, and fails after 10s without. The caller calls stop.
+func spooldWatchCreates(b testing.TB, dir string) (wait func(name string), stop func()) {
 	w, err := fsnotify.NewBufferedWatcher(4096)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer w.Close()
 	if err := w.Add(dir); err != nil {
+		w.Close()
 		b.Fatal(err)
 	}
-	d := spooldStart(b, dir, args...)
-	defer d.stop(b, 10*time.Second)
-	time.Sleep(100 * time.Millisecond)
-	wait := func(name string) {
+	wait = func(name string) {
 		for {
 			select {
 			case ev := <-w.Events:
@@ -156,6 +151,19 @@ func spooldBenchClaim(b *testing.B, args []string) (p50, p99 float64) {
 			}
 		}
 	}
+	return wait, func() { w.Close() }
+}
+
+// spooldBenchClaim measures, for one job at a time on an idle daemon, the
+// time from the marker's rename into place to the claim's rename
+// (<job>.running appearing), as inotify tells the benchmark.
+func spooldBenchClaim(b *testing.B, args []string) (p50, p99 float64) {
+	dir := newSpool(b)
+	wait, closeWatch := spooldWatchCreates(b, dir)
+	defer closeWatch()
+	d := spooldStart(b, dir, args...)
+	defer d.stop(b, 10*time.Second)
+	time.Sleep(100 * time.Millisecond)
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -347,28 +355,8 @@ func spooldBenchRSS(b *testing.B) (idle, queued, flat float64) {
 // spooldClaimLatency submits n jobs one at a time to the running spoold on
 // dir and returns the median time from marker rename to claim.
 func spooldClaimLatency(b *testing.B, dir string, n int) float64 {
-	w, err := fsnotify.NewBufferedWatcher(4096)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer w.Close()
-	if err := w.Add(dir); err != nil {
-		b.Fatal(err)
-	}
-	wait := func(name string) {
-		for {
-			select {
-			case ev := <-w.Events:
-				if filepath.Base(ev.Name) == name && ev.Has(fsnotify.Create) {
-					return
-				}
-			case err := <-w.Errors:
-				b.Fatal(err)
-			case <-time.After(10 * time.Second):
-				b.Fatalf("no %s after 10s", name)
-			}
-		}
-	}
+	wait, closeWatch := spooldWatchCreates(b, dir)
+	defer closeWatch()
 	var lat []time.Duration
 	for i := 0; i < n; i++ {
 		id := fmt.Sprintf("flat-%06d", i)
