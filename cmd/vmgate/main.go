@@ -198,28 +198,40 @@ func isSet(fs *flag.FlagSet, n string) bool {
 	return set
 }
 
+// gateScript parses args, answers -h and --version, and returns the gate
+// and the script (-c inline, FILE or stdin) with the operands; done means
+// the command has answered already and exits 0.
+func (c *common) gateScript(args []string, inline *string, stdin io.Reader) (g *vmgate.Gate, src string, operands []string, done bool, err error) {
+	operands, err = c.parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil, "", nil, true, nil
+	}
+	if err != nil {
+		return nil, "", nil, false, err
+	}
+	if c.version {
+		fmt.Fprintln(c.stdout, cli.Version(name))
+		return nil, "", nil, true, nil
+	}
+	if g, err = c.gate(); err != nil {
+		return nil, "", nil, false, err
+	}
+	if src, err = script(*inline, isSet(c.fs, "c"), operands, stdin); err != nil {
+		return nil, "", nil, false, err
+	}
+	return g, src, operands, false, nil
+}
+
 func check(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	c := newFlags("check", "[--json] [-c SCRIPT | FILE | -]", stdout)
 	asJSON := c.fs.Bool("json", false, `print {"allowed","git","reason","message",...} as JSON`)
 	inline := c.fs.String("c", "", "the script itself")
-	operands, err := c.parse(args)
-	if errors.Is(err, flag.ErrHelp) {
+	g, src, _, done, err := c.gateScript(args, inline, stdin)
+	if err != nil {
+		return 0, err
+	}
+	if done {
 		return cli.ExitOK, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	if c.version {
-		fmt.Fprintln(stdout, cli.Version(name))
-		return cli.ExitOK, nil
-	}
-	g, err := c.gate()
-	if err != nil {
-		return 0, err
-	}
-	src, err := script(*inline, isSet(c.fs, "c"), operands, stdin)
-	if err != nil {
-		return 0, err
 	}
 	v := g.Check(src)
 	if *asJSON {
@@ -239,24 +251,12 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, erro
 	inline := c.fs.String("c", "", "the script itself")
 	shell := c.fs.String("shell", "bash", "the machine's shell: runs SH -c SCRIPT")
 	machine := c.fs.String("machine", "", "a command that receives the script on stdin (e.g. 'ssh vm bash -s'); wins over --shell")
-	operands, err := c.parse(args)
-	if errors.Is(err, flag.ErrHelp) {
+	g, src, operands, done, err := c.gateScript(args, inline, stdin)
+	if err != nil {
+		return 0, err
+	}
+	if done {
 		return cli.ExitOK, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	if c.version {
-		fmt.Fprintln(stdout, cli.Version(name))
-		return cli.ExitOK, nil
-	}
-	g, err := c.gate()
-	if err != nil {
-		return 0, err
-	}
-	src, err := script(*inline, isSet(c.fs, "c"), operands, stdin)
-	if err != nil {
-		return 0, err
 	}
 	// Decide first: a refused script never starts the machine's shell.
 	if v := g.Check(src); !v.Allowed {
