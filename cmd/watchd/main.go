@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sirupsen/logrus"
 	"github.com/vmspool/vmspool/internal/cli"
 	"github.com/vmspool/vmspool/internal/ops"
 	"github.com/vmspool/vmspool/spool"
@@ -98,13 +99,19 @@ func fail(stderr io.Writer, code int, format string, args ...any) int {
 	return code
 }
 
-func openSpool(c *common, stderr io.Writer) (*spool.Spool, int) {
+// logAndOpen makes the logger at c's level and opens the spool; on
+// either's failure it reports it and returns a nil spool and the exit code.
+func logAndOpen(c *common, stderr io.Writer) (*logrus.Logger, *spool.Spool, int) {
+	log, err := cli.Logger(stderr, c.logLevel)
+	if err != nil {
+		return nil, nil, fail(stderr, cli.ExitUsage, "%v", err)
+	}
 	dir := spool.ResolveDir(c.spoolDir, os.Getenv, os.Getuid())
 	s, err := spool.Open(dir)
 	if err != nil {
-		return nil, fail(stderr, cli.ExitUsage, "%v", err)
+		return nil, nil, fail(stderr, cli.ExitUsage, "%v", err)
 	}
-	return s, 0
+	return log, s, 0
 }
 
 func follow(args []string, stdout, stderr io.Writer) int {
@@ -149,11 +156,7 @@ func follow(args []string, stdout, stderr io.Writer) int {
 	if timeout < 0 || ev < 0 || c.poll < 0 {
 		return fail(stderr, cli.ExitUsage, "follow: durations must not be negative")
 	}
-	log, err := cli.Logger(stderr, c.logLevel)
-	if err != nil {
-		return fail(stderr, cli.ExitUsage, "%v", err)
-	}
-	s, code := openSpool(&c, stderr)
+	log, s, code := logAndOpen(&c, stderr)
 	if s == nil {
 		return code
 	}
@@ -232,11 +235,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	if wait <= 0 {
 		return fail(stderr, cli.ExitUsage, "serve: --write-wait must be positive")
 	}
-	log, err := cli.Logger(stderr, c.logLevel)
-	if err != nil {
-		return fail(stderr, cli.ExitUsage, "%v", err)
-	}
-	s, code := openSpool(&c, stderr)
+	log, s, code := logAndOpen(&c, stderr)
 	if s == nil {
 		return code
 	}
