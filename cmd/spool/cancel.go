@@ -25,18 +25,7 @@ func (a *app) cancel(args []string) error {
 	wait := c.Bool("wait", false, "wait until the job has ended, and print its state")
 	var timeout durationFlag
 	c.Var(&timeout, "timeout", "with --wait, give up after `D`")
-	pos, err := c.parse(args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return usageErr("cancel", "want one JOB")
-	}
-	job := pos[0]
-	if err := spool.CheckJobID(job); err != nil {
-		return err
-	}
-	s, err := a.open()
+	s, job, err := c.openJob(args)
 	if err != nil {
 		return err
 	}
@@ -124,18 +113,7 @@ is not failed or cancelled (or does not exist).
 
 func (a *app) requeue(args []string) error {
 	c := a.newCommand("requeue", requeueUsage)
-	pos, err := c.parse(args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return usageErr("requeue", "want one JOB")
-	}
-	job := pos[0]
-	if err := spool.CheckJobID(job); err != nil {
-		return err
-	}
-	s, err := a.open()
+	s, job, err := c.openJob(args)
 	if err != nil {
 		return err
 	}

@@ -199,6 +199,27 @@ func (c *command) parse(args []string) ([]string, error) {
 	return pos, nil
 }
 
+// openJob parses args, which must name one JOB, checks its id and opens
+// the spool; the caller closes it.
+func (c *command) openJob(args []string) (*spool.Spool, string, error) {
+	pos, err := c.parse(args)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(pos) != 1 {
+		return nil, "", usageErr(c.name, "want one JOB")
+	}
+	job := pos[0]
+	if err := spool.CheckJobID(job); err != nil {
+		return nil, "", err
+	}
+	s, err := c.a.open()
+	if err != nil {
+		return nil, "", err
+	}
+	return s, job, nil
+}
+
 func (c *command) help() string {
 	var b strings.Builder
 	b.WriteString(c.usage)

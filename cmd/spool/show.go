@@ -47,18 +47,7 @@ type markerView struct {
 func (a *app) show(args []string) error {
 	c := a.newCommand("show", showUsage)
 	asJSON := c.Bool("json", false, "print one JSON document")
-	pos, err := c.parse(args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return usageErr("show", "want one JOB")
-	}
-	job := pos[0]
-	if err := spool.CheckJobID(job); err != nil {
-		return err
-	}
-	s, err := a.open()
+	s, job, err := c.openJob(args)
 	if err != nil {
 		return err
 	}
