@@ -77,7 +77,9 @@ func (c *common) register(fs *flag.FlagSet, level string) {
 	fs.BoolVar(&c.version, "version", false, "print the version and exit")
 }
 
-func parse(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (code int, ok bool) {
+// parse parses a subcommand's flags and answers -h and --version itself:
+// ok is false when the command has nothing more to do, with its exit code.
+func parse(fs *flag.FlagSet, c *common, args []string, stdout, stderr io.Writer) (code int, ok bool) {
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -90,6 +92,10 @@ func parse(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (code int,
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "watchd %s: unexpected argument %q; run \"watchd %s -h\"\n", fs.Name(), fs.Arg(0), fs.Name())
 		return cli.ExitUsage, false
+	}
+	if c.version {
+		fmt.Fprintln(stdout, cli.Version(name))
+		return cli.ExitOK, false
 	}
 	return 0, true
 }
@@ -135,12 +141,8 @@ func follow(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(fs.Output(), "usage: watchd follow --chat C [--job J] [--json] [--timeout D] [--every D] [--poll D] [--spool DIR]")
 		fs.PrintDefaults()
 	}
-	if code, ok := parse(fs, args, stdout, stderr); !ok {
+	if code, ok := parse(fs, &c, args, stdout, stderr); !ok {
 		return code
-	}
-	if c.version {
-		fmt.Fprintln(stdout, cli.Version(name))
-		return cli.ExitOK
 	}
 	if chat == "" {
 		return fail(stderr, cli.ExitUsage, "follow: --chat is required; run \"watchd follow -h\"")
@@ -222,12 +224,8 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(fs.Output(), "usage: watchd serve [--listen ADDR] [--poll D] [--spool DIR]")
 		fs.PrintDefaults()
 	}
-	if code, ok := parse(fs, args, stdout, stderr); !ok {
+	if code, ok := parse(fs, &c, args, stdout, stderr); !ok {
 		return code
-	}
-	if c.version {
-		fmt.Fprintln(stdout, cli.Version(name))
-		return cli.ExitOK
 	}
 	if c.poll < 0 || rescan < 0 || maxSubs < 0 {
 		return fail(stderr, cli.ExitUsage, "serve: durations and counts must not be negative")
