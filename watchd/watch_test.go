@@ -258,14 +258,7 @@ func TestFollowEvery(t *testing.T) {
 
 func TestHubSharesReads(t *testing.T) {
 	s := newTestSpool(t)
-	h, err := NewHub(s, HubConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go h.Run(ctx)
+	h := startHub(t, s, HubConfig{})
 	var subs []*Sub
 	for i := 0; i < 10; i++ {
 		sub, err := h.Subscribe("c")
@@ -337,14 +330,7 @@ func TestHubSurvivesProgressDirReplaced(t *testing.T) {
 	// An operator's rm -r progress/ (or an unmount) silently ends the old
 	// watch; the safety net notices and watches the new directory.
 	s := newTestSpool(t)
-	h, err := NewHub(s, HubConfig{Rescan: 30 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go h.Run(ctx)
+	h := startHub(t, s, HubConfig{Rescan: 30 * time.Millisecond})
 	sub, _ := h.Subscribe("c")
 	defer sub.Close()
 	if err := os.RemoveAll(s.Path(spool.ProgressDir)); err != nil {
@@ -360,14 +346,7 @@ func TestHubSurvivesProgressDirReplaced(t *testing.T) {
 
 func TestHubPollSeesChanges(t *testing.T) {
 	s := newTestSpool(t)
-	h, err := NewHub(s, HubConfig{Poll: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go h.Run(ctx)
+	h := startHub(t, s, HubConfig{Poll: 10 * time.Millisecond})
 	sub, _ := h.Subscribe("c")
 	defer sub.Close()
 	r := newRun(t, s, "c", "j")
@@ -383,4 +362,17 @@ func TestHubPollSeesChanges(t *testing.T) {
 		snap, fresh := sub.Latest()
 		return fresh && snap.Doc == nil
 	})
+}
+
+// startHub runs a Hub on s until the test ends.
+func startHub(t *testing.T, s *spool.Spool, cfg HubConfig) *Hub {
+	t.Helper()
+	h, err := NewHub(s, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go h.Run(ctx)
+	t.Cleanup(func() { cancel(); h.Close() })
+	return h
 }
