@@ -23,12 +23,8 @@ import (
 // The operator's stories of the spool command, as txtar scripts.
 func TestSpoolScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
-		Dir: "testdata/spool",
-		Setup: func(env *testscript.Env) error {
-			dir := filepath.Join(env.WorkDir, "spool")
-			env.Setenv("SPOOL_DIR", dir)
-			return os.Mkdir(dir, 0o750)
-		},
+		Dir:   "testdata/spool",
+		Setup: scriptSpool,
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			// age D FILE...: set the files' mtime D in the past (D may be negative: the future).
 			"age": func(ts *testscript.TestScript, neg bool, args []string) {

@@ -210,10 +210,8 @@ func TestSpooldScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata/spoold",
 		Setup: func(env *testscript.Env) error {
-			dir := filepath.Join(env.WorkDir, "spool")
-			env.Setenv("SPOOL_DIR", dir)
 			env.Setenv("GORACE", "atexit_sleep_ms=0")
-			return os.Mkdir(dir, 0o750)
+			return scriptSpool(env)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			// waitstate JOB STATE: wait (up to 20s) for the job's state.

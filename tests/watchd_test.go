@@ -29,12 +29,8 @@ import (
 // TestWatchdScripts runs the operator's stories of testdata/watchd.
 func TestWatchdScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
-		Dir: "testdata/watchd",
-		Setup: func(env *testscript.Env) error {
-			dir := filepath.Join(env.WorkDir, "spool")
-			env.Setenv("SPOOL_DIR", dir)
-			return os.Mkdir(dir, 0o750)
-		},
+		Dir:   "testdata/watchd",
+		Setup: scriptSpool,
 	})
 }
 
