@@ -34,6 +34,19 @@ const (
 	MaxEventText = 8 << 10
 )
 
+// Limits of an event's other fields. Every string and list of an event is
+// clipped to these wherever an event is written or read, so that no field
+// of one line (a question id of 250,000 characters, say) can grow a
+// progress document past what its readers accept: 64 events are at most a
+// few hundred KiB, whatever the job wrote.
+const (
+	MaxEventID      = 256 // a question's id
+	MaxEventWord    = 64  // type and state
+	MaxEventWorker  = 256
+	MaxEventOptions = 16 // a question's options
+	MaxEventOption  = 256
+)
+
 // Event is one line of <job>.events.
 type Event struct {
 	Seq  int64   `json:"seq"`
@@ -256,12 +269,53 @@ func eventLine(ev Event, seq int64) ([]byte, Event, error) {
 	if ev.Type == "" {
 		ev.Type = EventStatus
 	}
-	ev.Text = clip(ev.Text, MaxEventText)
-	b, err := json.Marshal(ev)
+	ev.clip()
+	b, err := marshalLine(ev)
 	if err != nil {
 		return nil, ev, err
 	}
-	return append(b, '\n'), ev, nil
+	return b, ev, nil
+}
+
+// clip bounds every string and list of the event (MaxEventText and the
+// limits beside it), making each valid UTF-8.
+func (ev *Event) clip() {
+	ev.Text = clipValid(ev.Text, MaxEventText)
+	ev.ID = clipValid(ev.ID, MaxEventID)
+	ev.Type = clipValid(ev.Type, MaxEventWord)
+	ev.State = State(clipValid(string(ev.State), MaxEventWord))
+	ev.Worker = clipValid(ev.Worker, MaxEventWorker)
+	if len(ev.Options) > MaxEventOptions {
+		ev.Options = ev.Options[:MaxEventOptions:MaxEventOptions]
+	}
+	copied := false // the caller's slice is not written to
+	for i, o := range ev.Options {
+		if len(o) > MaxEventOption || !utf8.ValidString(o) {
+			if !copied {
+				ev.Options, copied = append([]string(nil), ev.Options...), true
+			}
+			ev.Options[i] = clipValid(o, MaxEventOption)
+		}
+	}
+}
+
+func clipValid(s string, max int) string {
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	return clip(s, max)
+}
+
+// marshalLine encodes v as one JSON line without HTML escaping: a job's
+// "<" is one byte in the tree, not the six of "\u003c".
+func marshalLine(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }
 
 // openAppend opens (creating) an append-only file of the tree, refusing a
@@ -370,7 +424,7 @@ func ParseEventLine(line []byte, seq int64) Event {
 		if ev.Type == "" {
 			ev.Type = EventStatus
 		}
-		ev.Text = clip(strings.ToValidUTF8(ev.Text, "\uFFFD"), MaxEventText)
+		ev.clip()
 		return ev
 	}
 	return Event{Seq: seq, Type: EventStatus, Text: clip(strings.ToValidUTF8(string(trim), "\uFFFD"), MaxEventText)}
@@ -396,40 +450,71 @@ func (s *Spool) NewEventReader(job string) *EventReader {
 // Seq returns the seq of the last complete line read.
 func (r *EventReader) Seq() int64 { return r.seq }
 
-// Read returns the events appended since the last call. A missing file is
-// no events. A line longer than MaxEventLine is returned as a status event
-// that says so; a last line without its newline waits for its newline.
+// MaxReadEvents is the most events one Read returns: the rest wait for
+// the next call, so that a file of millions of empty lines costs a reader
+// no more memory than a file of a few.
+const MaxReadEvents = 4096
+
+// Read returns the events appended since the last call, at most
+// MaxReadEvents of them (call again while it returns that many). A missing
+// file is no events. A line longer than MaxEventLine is returned as a
+// status event that says so; a last line without its newline waits for its
+// newline.
 func (r *EventReader) Read() ([]Event, error) {
+	var out []Event
+	err := r.scan(func(ev Event) bool {
+		out = append(out, ev)
+		return len(out) < MaxReadEvents
+	})
+	return out, err
+}
+
+// Each calls fn with every event appended since the last call, in order,
+// as it streams past: nothing is kept but the line being read (at most
+// MaxEventLine), so a reader that folds events as they come (the latest
+// few and a count) reads a file of any size in bounded memory.
+func (r *EventReader) Each(fn func(Event)) error {
+	return r.scan(func(ev Event) bool { fn(ev); return true })
+}
+
+// scan reads from where the last call stopped and hands each complete line
+// to fn as an event, until the file's end or until fn returns false; the
+// offset then stands just after the last line handed over.
+func (r *EventReader) scan(fn func(Event) bool) error {
 	if err := CheckJobID(r.job); err != nil {
-		return nil, err
+		return err
 	}
 	f, _, err := openRegular(r.s.root, r.job+ExtEvents, os.O_RDONLY)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil
+			return nil
 		}
-		return nil, fmt.Errorf("job %s: events: %w", r.job, err)
+		return fmt.Errorf("job %s: events: %w", r.job, err)
 	}
 	defer f.Close()
-	var out []Event
 	buf := make([]byte, 64<<10)
 	for {
 		k, err := f.ReadAt(buf, r.off)
 		if k > 0 {
-			r.off += int64(k)
-			out = r.feed(buf[:k], out)
+			used, more := r.feed(buf[:k], fn)
+			r.off += int64(used)
+			if !more {
+				return nil
+			}
 		}
 		if errors.Is(err, io.EOF) || k == 0 {
-			break
+			return nil
 		}
 		if err != nil {
-			return out, fmt.Errorf("job %s: events: %w", r.job, err)
+			return fmt.Errorf("job %s: events: %w", r.job, err)
 		}
 	}
-	return out, nil
 }
 
-func (r *EventReader) feed(b []byte, out []Event) []Event {
+// feed takes the bytes b read at the reader's offset, hands each line they
+// complete to fn, and returns how many bytes it used: all of b, or up to
+// the end of the line after which fn said stop (more is then false).
+func (r *EventReader) feed(b []byte, fn func(Event) bool) (used int, more bool) {
 	for len(b) > 0 {
 		i := bytes.IndexByte(b, '\n')
 		chunk := b
@@ -446,22 +531,26 @@ func (r *EventReader) feed(b []byte, out []Event) []Event {
 			r.part = append(r.part, chunk...)
 		}
 		if i < 0 {
-			return out
+			return used + len(b), true
 		}
 		r.seq++
+		var ev Event
 		if r.long > 0 {
-			out = append(out, Event{Seq: r.seq, At: r.At(), Type: EventStatus,
-				Text: fmt.Sprintf("(event line %d of %d bytes is too long to relay)", r.seq, r.long)})
+			ev = Event{Seq: r.seq, At: r.At(), Type: EventStatus,
+				Text: fmt.Sprintf("(event line %d of %d bytes is too long to relay)", r.seq, r.long)}
 			r.long = 0
 		} else {
-			ev := ParseEventLine(r.part, r.seq)
+			ev = ParseEventLine(r.part, r.seq)
 			if ev.At == 0 {
 				ev.At = r.At()
 			}
-			out = append(out, ev)
 			r.part = r.part[:0]
 		}
+		used += i + 1
 		b = b[i+1:]
+		if !fn(ev) {
+			return used, false
+		}
 	}
-	return out
+	return used, true
 }

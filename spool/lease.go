@@ -305,7 +305,7 @@ func (s *Spool) LockChat(chat string) (f *os.File, ok bool, err error) {
 		return nil, false, chatError(chat, "", s.plain(dir, true, err))
 	}
 	name := dir + "/" + LockFile
-	f, err = s.root.OpenFile(name, os.O_RDONLY|os.O_CREATE|syscall.O_NOFOLLOW, FileMode)
+	f, err = s.root.OpenFile(name, os.O_RDONLY|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, FileMode)
 	if err != nil {
 		return nil, false, chatError(chat, "lock", s.plain(name, false, err))
 	}

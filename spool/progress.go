@@ -1,9 +1,9 @@
 package spool
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"os"
 )
 
@@ -38,17 +38,25 @@ type Progress struct {
 	Worker   string    `json:"worker,omitempty"`
 }
 
-// Add appends an event to the document's latest events, keeping at most
-// MaxProgressEvents, and moves seq, status and question along with it.
+// Add appends an event to the document's latest events, and moves seq,
+// status and question along with it. The list keeps at least the latest
+// MaxProgressEvents events and at most twice as many; Latest returns just
+// the latest MaxProgressEvents.
 func (p *Progress) Add(ev Event) {
 	if ev.Seq <= p.Seq && p.Seq != 0 {
 		return
 	}
 	p.Seq = ev.Seq
-	p.Events = append(p.Events, ev)
-	if over := len(p.Events) - MaxProgressEvents; over > 0 {
-		p.Events = append(p.Events[:0:0], p.Events[over:]...)
+	// The list may grow to twice the limit before it is cut back to the
+	// latest MaxProgressEvents (in place), so that a flood of events costs
+	// one copy per MaxProgressEvents events, not one per event; a written
+	// document holds the latest MaxProgressEvents (clip).
+	if len(p.Events) >= 2*MaxProgressEvents {
+		n := copy(p.Events, p.Events[len(p.Events)-MaxProgressEvents+1:])
+		clear(p.Events[n:])
+		p.Events = p.Events[:n]
 	}
+	p.Events = append(p.Events, ev)
 	switch ev.Type {
 	case EventQuestion:
 		p.Question = &Question{ID: ev.ID, Text: ev.Text, Options: ev.Options, Asked: ev.At}
@@ -82,11 +90,11 @@ func (s *Spool) WriteProgress(p *Progress) error {
 	if p.Events == nil {
 		p.Events = []Event{}
 	}
-	b, err := json.Marshal(p)
+	p.clip()
+	b, err := marshalLine(p)
 	if err != nil {
 		return err
 	}
-	b = append(b, '\n')
 	err = s.inProgressDir(func(dir *os.Root) error { return writeFile(dir, p.Chat, b, false) })
 	if err != nil {
 		return fmt.Errorf("chat %s: progress: %w", p.Chat, err)
@@ -108,19 +116,98 @@ func (s *Spool) ReadProgress(chat string) (*Progress, error) {
 	return ParseProgress(b)
 }
 
-// ParseProgress parses a progress document.
+// Latest returns the document's latest MaxProgressEvents events (Add may
+// keep more).
+func (p *Progress) Latest() []Event {
+	if over := len(p.Events) - MaxProgressEvents; over > 0 {
+		return p.Events[over:]
+	}
+	return p.Events
+}
+
+// MaxStatus bounds the document's status, its question's text and its
+// error, as MaxEventText bounds an event's text.
+const MaxStatus = MaxEventText
+
+// clip bounds every string and list of the document, as Event.clip does
+// for an event, and keeps the latest MaxProgressEvents events.
+func (p *Progress) clip() {
+	p.Events = p.Latest()
+	for i := range p.Events {
+		p.Events[i].clip()
+	}
+	p.Status = clipValid(p.Status, MaxStatus)
+	p.Worker = clipValid(p.Worker, MaxEventWorker)
+	p.State = State(clipValid(string(p.State), MaxEventWord))
+	p.Job = clipValid(p.Job, MaxEventID)
+	if p.Error != nil {
+		e := clipValid(*p.Error, MaxStatus)
+		p.Error = &e
+	}
+	if q := p.Question; q != nil {
+		ev := Event{ID: q.ID, Text: q.Text, Options: q.Options}
+		ev.clip()
+		p.Question = &Question{ID: ev.ID, Text: ev.Text, Options: ev.Options, Asked: q.Asked}
+		if p.Question.Options == nil {
+			p.Question.Options = []string{}
+		}
+	}
+}
+
+// ParseProgress parses a progress document. Whatever its size (up to
+// MaxProgress), what it costs to hold is bounded: only the latest
+// MaxProgressEvents events are kept, decoded one at a time as they stream
+// past, and every string is clipped as a written document's would be.
 func ParseProgress(b []byte) (*Progress, error) {
+	type plain Progress // without the methods, so no recursion
 	var p Progress
-	if err := json.Unmarshal(b, &p); err != nil {
+	in := struct {
+		*plain
+		Events eventTail `json:"events"`
+	}{plain: (*plain)(&p)}
+	if err := json.Unmarshal(b, &in); err != nil {
 		return nil, fmt.Errorf("progress: %w: %v", ErrCorrupt, err)
 	}
+	p.Events = in.Events
 	if p.Chat != "" && !ValidID(p.Chat) {
 		return nil, fmt.Errorf("progress: %w: invalid chat %q", ErrCorrupt, p.Chat)
 	}
+	p.clip()
 	return &p, nil
+}
+
+// eventTail decodes a JSON list of events keeping only the latest
+// MaxProgressEvents: a crafted document of 380,000 one-character events
+// costs what 64 cost.
+type eventTail []Event
+
+func (t *eventTail) UnmarshalJSON(b []byte) error {
+	if bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
+		*t = nil
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+		return fmt.Errorf("events: want a list")
+	}
+	ring := make([]Event, 0, MaxProgressEvents)
+	next := 0 // where the next event goes once the ring is full
+	for dec.More() {
+		var ev Event
+		if err := dec.Decode(&ev); err != nil {
+			return fmt.Errorf("events: %v", err)
+		}
+		ev.clip()
+		if len(ring) < MaxProgressEvents {
+			ring = append(ring, ev)
+			continue
+		}
+		ring[next] = ev
+		next = (next + 1) % MaxProgressEvents
+	}
+	*t = append(ring[next:len(ring):len(ring)], ring[:next]...)
+	return nil
 }
 
 // ProgressPath returns the name of progress/<chat> in the tree.
 func ProgressPath(chat string) string { return ProgressDir + "/" + chat }
-
-var _ = fs.ErrNotExist

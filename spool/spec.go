@@ -108,6 +108,9 @@ func (s *Spool) ReadSpec(job string) (*Spec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("job %s: spec %s: %w", job, s.Path(name), err)
 	}
+	if err := s.CheckOwner(name, fi); err != nil {
+		return nil, fmt.Errorf("job %s: spec %w", job, err)
+	}
 	sp, err := ParseSpec(b)
 	if err != nil {
 		return nil, fmt.Errorf("job %s: spec %s: %w", job, s.Path(name), err)

@@ -64,6 +64,10 @@ type Spool struct {
 	pmu    sync.RWMutex
 	prog   *os.Root
 	progID fs.FileInfo
+
+	// owners are the uids whose specs and markers are trusted (TrustOwners);
+	// empty: any.
+	owners []uint32
 }
 
 // Open opens an existing spool without creating anything: the commands that

@@ -208,11 +208,7 @@ func (d *Daemon) note(job, chat string, ev spool.Event, st spool.State, errText 
 	if err != nil || p.Job != job {
 		return
 	}
-	r := d.s.NewEventReader(job)
-	evs, _ := r.Read()
-	for _, ev := range evs {
-		p.Add(ev)
-	}
+	d.s.NewEventReader(job).Each(p.Add)
 	p.State = st
 	p.Question = nil
 	if st.Final() {

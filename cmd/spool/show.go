@@ -118,7 +118,15 @@ func view(s *spool.Spool, job string) (*jobView, error) {
 		}
 	}
 	if f&spool.HasEvents != 0 {
-		evs, err := s.NewEventReader(job).Read()
+		// Folded as they stream: the latest showEvents only, whatever
+		// the file's size.
+		var evs []spool.Event
+		err := s.NewEventReader(job).Each(func(ev spool.Event) {
+			evs = append(evs, ev)
+			if len(evs) > 2*showEvents {
+				evs = append(evs[:0], evs[len(evs)-showEvents:]...)
+			}
+		})
 		if err != nil {
 			problem(err)
 		}
