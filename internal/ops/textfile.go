@@ -1,17 +1,21 @@
 package ops
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+	"golang.org/x/sys/unix"
 )
 
 // DefaultTextfileEvery is how often spoold rewrites its textfile: often
@@ -30,46 +34,85 @@ func WriteTextfile(path string, g prometheus.Gatherer) error {
 }
 
 // WriteTextfileMode writes g's metrics to path for node_exporter's textfile
-// collector, by prometheus.WriteToTextfile into a temporary in path's
-// directory (named path plus digits, which the collector ignores since it
-// reads only *.prom), which is given mode and then renamed over path:
-// node_exporter never reads half a file, nor one with another mode. path
-// must end in .prom; its directory is made if missing, with mode plus the
-// search bit of each reader (0640 gives 0750). Modes are set whatever the
-// umask.
+// collector: into a temporary of path's directory (a dot name, which the
+// collector ignores since it reads only *.prom), given mode, then renamed
+// over path, so that node_exporter never reads half a file, nor one with
+// another mode. path must end in .prom; its directory is made if missing,
+// with mode plus the search bit of each reader (0640 gives 0750). Modes are
+// set whatever the umask.
+//
+// The directory may be writable by others (the spool's group, say), so
+// nothing here goes by name once the directory is open: it is opened
+// without following a symlink (one there is refused: it would take the
+// write elsewhere), the temporary is created with O_EXCL|O_NOFOLLOW through
+// that handle under a random name, its mode set through its descriptor, and
+// the rename made through the handle. A link planted anywhere in the
+// directory can neither be written through nor have its target's mode
+// changed.
 func WriteTextfileMode(path string, g prometheus.Gatherer, mode os.FileMode) error {
 	if !strings.HasSuffix(path, ".prom") {
 		return fmt.Errorf("metrics textfile %s: name must end in .prom (node_exporter reads only those)", path)
 	}
-	dir := filepath.Dir(path)
+	fail := func(err error) error { return fmt.Errorf("metrics textfile %s: %w", path, err) }
+	dir, base := filepath.Dir(path), filepath.Base(path)
 	dirMode := mode.Perm() | (mode.Perm()&0o444)>>2
-	_, serr := os.Lstat(dir)
-	if err := os.MkdirAll(dir, dirMode); err != nil {
-		return fmt.Errorf("metrics textfile %s: %w", path, err)
+	created := false
+	switch fi, err := os.Lstat(dir); {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := os.MkdirAll(dir, dirMode); err != nil {
+			return fail(err)
+		}
+		created = true
+	case err != nil:
+		return fail(err)
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return fail(fmt.Errorf("directory %s is a symlink: refusing to write through it", dir))
+	case !fi.IsDir():
+		return fail(fmt.Errorf("%s is not a directory", dir))
 	}
-	if errors.Is(serr, fs.ErrNotExist) {
+	dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fail(fmt.Errorf("open %s: %w (a symlink is refused)", dir, err))
+	}
+	defer unix.Close(dfd)
+	if created {
 		// MkdirAll obeys the umask; a directory made here does not. One
 		// that was there is the operator's, and keeps its mode.
-		if err := os.Chmod(dir, dirMode); err != nil {
-			return fmt.Errorf("metrics textfile %s: %w", path, err)
+		if err := unix.Fchmod(dfd, uint32(dirMode)); err != nil {
+			return fail(err)
 		}
 	}
-	// WriteToTextfile gives its file 0644: it writes a temporary of ours,
-	// which gets the mode before it takes path's name. The temporary is
-	// named by the pid, not at random, so that a failure repeats the same
-	// message (the loop reports each new one once).
-	tmp := path + strconv.Itoa(os.Getpid())
-	if err := prometheus.WriteToTextfile(tmp, g); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("metrics textfile %s: %w", path, err)
+	var buf bytes.Buffer
+	mfs, err := g.Gather()
+	if err != nil {
+		return fail(err)
 	}
-	if err := os.Chmod(tmp, mode.Perm()); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("metrics textfile %s: %w", path, err)
+	for _, mf := range mfs {
+		if _, err := expfmt.MetricFamilyToText(&buf, mf); err != nil {
+			return fail(err)
+		}
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("metrics textfile %s: %w", path, err)
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	tmp := "." + base + "." + hex.EncodeToString(rnd[:])
+	fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return fail(err)
+	}
+	f := os.NewFile(uintptr(fd), tmp)
+	err = f.Chmod(mode.Perm())
+	if err == nil {
+		_, err = f.Write(buf.Bytes())
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = unix.Renameat(dfd, tmp, dfd, base)
+	}
+	if err != nil {
+		unix.Unlinkat(dfd, tmp, 0)
+		return fail(err)
 	}
 	return nil
 }
