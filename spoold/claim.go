@@ -3,6 +3,7 @@ package spoold
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"syscall"
@@ -44,9 +45,19 @@ func (d *Daemon) handle(it *item) {
 		d.q.push(it)
 		return
 	}
+	if err := d.s.CheckOwner(it.job+spool.ExtReady, fi); err != nil {
+		d.untrusted(it.job, err)
+		drop()
+		return
+	}
 	it.content = fi.Size() > 0
 	sp, err := d.s.ReadSpec(it.job)
 	if err != nil {
+		if errors.Is(err, spool.ErrUntrusted) {
+			d.untrusted(it.job, err)
+			drop()
+			return
+		}
 		if !permanent(err) {
 			// EMFILE, EIO...: the next rescan tries again.
 			d.log.WithError(err).WithFields(logrus.Fields{"job": it.job, "worker": d.cfg.Worker}).Error("cannot read spec; will retry")
@@ -205,6 +216,24 @@ func (d *Daemon) refuse(job string, why error) {
 		d.s.WriteProgress(p)
 		f.Close()
 	}
+}
+
+// untrusted moves aside a job whose marker or spec another user owns
+// (spool.TrustOwners): the marker first, so that it is no longer queued,
+// then the spec, each into corrupt/ with the reason beside it. Nothing of
+// it runs, and nothing is written as if it had.
+func (d *Daemon) untrusted(job string, why error) {
+	e := d.log.WithFields(logrus.Fields{"job": job, "worker": d.cfg.Worker})
+	for _, name := range []string{job + spool.ExtReady, job + spool.ExtSpec} {
+		if _, err := d.s.Stat(name); err != nil {
+			continue
+		}
+		if _, err := d.s.Quarantine(name, "not run: "+why.Error()); err != nil {
+			e.WithError(err).Error("cannot move an untrusted job aside")
+			return
+		}
+	}
+	e.WithField("error", why.Error()).Warn("refused: queued by an untrusted user; moved to corrupt/")
 }
 
 // looseChat reads the "chat" of a spec that does not validate, for its

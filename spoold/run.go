@@ -6,8 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -253,132 +251,6 @@ func (d *Daemon) decide(script string) Verdict {
 	return d.cfg.Gate(script)
 }
 
-// command builds the job's process: argv executed directly (never through
-// a shell), a script read by bash from a pipe; a clean environment; its
-// own process group.
-func (r *run) command() (*exec.Cmd, error) {
-	d, sp := r.d, r.sp
-	env := r.env()
-	dir := sp.Cwd
-	if dir == "" {
-		dir = d.cfg.Dir
-	} else if !filepath.IsAbs(dir) {
-		dir = filepath.Join(d.cfg.Dir, dir)
-	}
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		return nil, fmt.Errorf("cwd %s: no such directory", dir)
-	}
-	var argv []string
-	if sp.Script != nil {
-		// bash reads the script from the pipe on fd 5 (never a file: the
-		// script is written nowhere), and the job's stdin stays /dev/null.
-		argv = []string{"bash", "/dev/fd/5"}
-	} else {
-		argv = sp.Argv
-	}
-	path, err := lookPath(argv[0], getenv(env, "PATH"), dir)
-	if err != nil {
-		return nil, err
-	}
-	if r.timeout = time.Duration(sp.Timeout); d.cfg.MaxTimeout > 0 && (r.timeout == 0 || r.timeout > d.cfg.MaxTimeout) {
-		r.timeout = d.cfg.MaxTimeout
-	}
-	stdin, err := d.devNull.get()
-	if err != nil {
-		return nil, err
-	}
-	return &exec.Cmd{Path: path, Args: argv, Env: env, Dir: dir, Stdin: stdin,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}, nil
-}
-
-// devNull is /dev/null, opened once for reading and given to every job as
-// its stdin (os/exec would open and close it for each: seven system calls
-// a job). Reading it has no offset to share; it is never closed.
-type devNull struct {
-	once sync.Once
-	f    *os.File
-	err  error
-}
-
-func (n *devNull) get() (*os.File, error) {
-	n.once.Do(func() { n.f, n.err = os.Open(os.DevNull) })
-	if n.err != nil {
-		return nil, fmt.Errorf("cannot open %s for the job's stdin: %v", os.DevNull, n.err)
-	}
-	return n.f, nil
-}
-
-// env is the job's environment: the daemon's base (PATH, HOME, LANG...),
-// then the spec's env, then the SPOOL_* variables, which nothing overrides.
-func (r *run) env() []string {
-	m := make(map[string]string)
-	for _, kv := range r.d.cfg.Env {
-		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
-			m[k] = v
-		}
-	}
-	for k, v := range r.sp.Env {
-		m[k] = v
-	}
-	m["SPOOL_DIR"] = r.d.root
-	m["SPOOL_JOB"] = r.job
-	m["SPOOL_CHAT"] = r.sp.Chat
-	m["SPOOL_EVENTS"] = filepath.Join(r.d.root, r.job+spool.ExtEvents)
-	m["SPOOL_ATTEMPT"] = strconv.Itoa(r.lease.Attempt)
-	m["SPOOL_WORKER"] = r.d.cfg.Worker
-	env := make([]string, 0, len(m))
-	for k, v := range m {
-		env = append(env, k+"="+v)
-	}
-	sort.Strings(env)
-	return env
-}
-
-func getenv(env []string, key string) string {
-	for _, kv := range env {
-		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
-			return v
-		}
-	}
-	return ""
-}
-
-// lookPath finds argv[0] the way execvp would with the job's own PATH (not
-// spoold's), relative entries and names with a slash taken relative to the
-// job's cwd.
-func lookPath(name, path, cwd string) (string, error) {
-	exe := func(p string) bool {
-		fi, err := os.Stat(p)
-		return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
-	}
-	if strings.Contains(name, "/") {
-		p := name
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(cwd, p)
-		}
-		if !exe(p) {
-			return "", fmt.Errorf("argv[0] %q: no such executable file (in cwd %s)", name, cwd)
-		}
-		return p, nil
-	}
-	if path == "" {
-		path = "/usr/local/bin:/usr/bin:/bin"
-	}
-	for _, dir := range filepath.SplitList(path) {
-		if dir == "" {
-			dir = "."
-		}
-		p := filepath.Join(dir, name)
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(cwd, p)
-		}
-		if exe(p) {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("argv[0] %q: executable file not found in the job's PATH (%s)", name, path)
-}
-
 // loop waits for the job's end, relaying its events, heartbeating its
 // lease, and ending it on cancel, timeout, shutdown or a lost lease.
 func (r *run) loop(exited <-chan error) {
@@ -582,11 +454,7 @@ func (r *run) event(ev spool.Event) {
 // sync reads the events appended since the last call into the progress,
 // and flushes it.
 func (r *run) sync() {
-	evs, err := r.er.Read()
-	if err != nil {
-		r.log.WithError(err).Warn("reading events")
-	}
-	for _, ev := range evs {
+	err := r.er.Each(func(ev spool.Event) {
 		if ev.Type == spool.EventQuestion {
 			r.d.cfg.Metrics.Asked()
 		}
@@ -598,6 +466,9 @@ func (r *run) sync() {
 			}
 		}
 		r.p.Add(ev)
+	})
+	if err != nil {
+		r.log.WithError(err).Warn("reading events")
 	}
 	r.flush()
 	if r.p.Question != nil && !r.watching {
@@ -698,10 +569,7 @@ func (r *run) end(st spool.State, exit *int, errText string) {
 			return
 		}
 	}
-	evs, _ := r.er.Read()
-	for _, ev := range evs {
-		r.p.Add(ev)
-	}
+	r.er.Each(r.p.Add)
 	r.p.State, r.p.Done, r.p.Exit, r.p.Error = st, true, exit, res.Error
 	r.p.Question = nil
 	r.flush()
@@ -727,10 +595,7 @@ func (r *run) requeue(why string, notBefore time.Time) {
 	}
 	text := fmt.Sprintf("%s; queued again (attempt %d of %d)", why, r.lease.Tries()+1, max)
 	r.event(spool.Event{Type: spool.EventWorker, Text: text})
-	evs, _ := r.er.Read()
-	for _, ev := range evs {
-		r.p.Add(ev)
-	}
+	r.er.Each(r.p.Add)
 	r.p.State, r.p.Question = spool.Queued, nil
 	r.flush()
 	ok, err := d.s.Requeue(r.lease, notBefore)

@@ -105,6 +105,14 @@ func run(args []string, stderr io.Writer) int {
 		return cli.ExitFail
 	}
 	defer s.Close()
+	// As root, a spool another user can write would have root run what
+	// that user queues: refused. Whoever we run as, only our own and
+	// root's specs and markers are run (docs/operations.md, "Who owns what").
+	if err := spool.CheckRootSafe(s.Dir, os.Geteuid()); err != nil {
+		fmt.Fprintf(stderr, "spoold: %v\n", err)
+		return cli.ExitFail
+	}
+	s.TrustOwners(os.Geteuid(), 0)
 	env := jobEnvironment(os.LookupEnv, os.Executable)
 	// Metrics go to a node_exporter textfile: spoold serves no HTTP.
 	reg := ops.NewRegistry("spoold", false)
