@@ -2,6 +2,7 @@ package vmgate
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 
@@ -76,6 +77,9 @@ func (g *Gate) Check(script string) Verdict {
 	if strings.IndexByte(script, 0) >= 0 {
 		script = strings.ReplaceAll(script, "\x00", "")
 	}
+	if f := tooBig(script); f != nil {
+		return g.verdict(f)
+	}
 	f, err := parse(script)
 	if err != nil {
 		return g.verdict(&finding{reason: ReasonParseError, line: errLine(err), col: errCol(err), why: err.Error()})
@@ -83,6 +87,32 @@ func (g *Gate) Check(script string) Verdict {
 	w := newWalker(g, script)
 	w.stmts(f.Stmts, nil)
 	return g.verdict(w.result())
+}
+
+// tooBig refuses, before the parse, a script past MaxScript or MaxNesting
+// (limits.go says why).
+func tooBig(script string) *finding {
+	if len(script) > MaxScript {
+		return &finding{reason: ReasonUndecidable, line: 1, col: 1, text: firstLineOf(script),
+			why: fmt.Sprintf("the script is %d bytes, more than the %d the gate reads", len(script), MaxScript)}
+	}
+	if d, at := nesting(script); d > MaxNesting {
+		line := 1 + strings.Count(script[:at], "\n")
+		col := at - strings.LastIndexByte(script[:at], '\n')
+		return &finding{reason: ReasonUndecidable, line: line, col: col, text: firstLineOf(script[at-col+1:]),
+			why: fmt.Sprintf("it nests more than %d levels deep", MaxNesting)}
+	}
+	return nil
+}
+
+func firstLineOf(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 200 {
+		s = s[:200]
+	}
+	return s
 }
 
 func errLine(err error) int {

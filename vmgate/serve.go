@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -88,7 +89,14 @@ type ExitFile struct {
 }
 
 type server struct {
-	cfg     ServerConfig
+	cfg ServerConfig
+	// root is the gate directory and dirs its four subdirectories, each
+	// opened once at start without following a symlink: every read, write,
+	// rename and mode change goes through these handles (os.Root), so
+	// that a symlink planted in gate/ or swapped in later cannot take the
+	// server's access outside the gate directory.
+	root    *os.Root
+	dirs    map[string]*os.Root
 	log     *logrus.Logger
 	runs    sync.WaitGroup
 	slots   chan struct{}
@@ -115,25 +123,22 @@ func Serve(ctx context.Context, cfg ServerConfig) error {
 	if cfg.Grace <= 0 {
 		cfg.Grace = 10 * time.Second
 	}
-	for _, d := range []struct {
-		name string
-		mode os.FileMode
-	}{{"", 0o750}, {InDir, 0o770}, {OutDir, 0o750}, {DoneDir, 0o750}, {CorruptDir, 0o750}} {
-		p := filepath.Join(cfg.Dir, d.name)
-		if err := os.MkdirAll(p, d.mode); err != nil {
-			return fmt.Errorf("vmgate: gate directory: %w", err)
-		}
-		if fi, err := os.Stat(p); err == nil && fi.Mode().Perm() != d.mode && d.name != "" {
-			// MkdirAll obeys the umask; the modes are part of the layout.
-			_ = os.Chmod(p, d.mode)
-		}
+	root, dirs, err := openGateDirs(cfg.Dir)
+	if err != nil {
+		return err
 	}
+	defer root.Close()
+	defer func() {
+		for _, d := range dirs {
+			d.Close()
+		}
+	}()
 	if cfg.Machine != nil {
 		m := *cfg.Machine
 		m.OwnGroup = true
 		cfg.Machine = &m
 	}
-	s := &server{cfg: cfg, log: cfg.Log, slots: make(chan struct{}, cfg.Parallel)}
+	s := &server{cfg: cfg, log: cfg.Log, slots: make(chan struct{}, cfg.Parallel), root: root, dirs: dirs}
 	s.runCtx, s.stopRun = context.WithCancel(context.Background())
 	defer s.stopRun()
 
@@ -216,10 +221,8 @@ func (s *server) shutdown() {
 	}
 }
 
-func (s *server) path(dir, name string) string { return filepath.Join(s.cfg.Dir, dir, name) }
-
 func (s *server) scan(ctx context.Context) {
-	ents, err := os.ReadDir(filepath.Join(s.cfg.Dir, InDir))
+	ents, err := readDir(s.dirs[InDir])
 	if err != nil {
 		s.log.WithError(err).Error("scan")
 		return
@@ -235,7 +238,8 @@ func (s *server) scan(ctx context.Context) {
 // recover finds runs a killed daemon left without an end and says so in
 // their out/<id>.exit, so a reader waiting for one is never left waiting.
 func (s *server) recover() {
-	ents, err := os.ReadDir(filepath.Join(s.cfg.Dir, OutDir))
+	out, done := s.dirs[OutDir], s.dirs[DoneDir]
+	ents, err := readDir(out)
 	if err != nil {
 		return
 	}
@@ -244,20 +248,20 @@ func (s *server) recover() {
 		if !ok || strings.HasPrefix(id, ".") || !ValidID(id) {
 			continue
 		}
-		if _, err := os.Stat(s.path(OutDir, id+".exit")); err == nil {
+		if _, err := out.Lstat(id + ".exit"); err == nil {
 			continue
 		}
-		if _, err := os.Stat(s.path(DoneDir, id+".sh")); err != nil {
+		if _, err := done.Lstat(id + ".sh"); err != nil {
 			continue // still in in/: it never ran, and will be handled
 		}
 		var vf VerdictFile
-		data, err := os.ReadFile(s.path(OutDir, e.Name()))
+		data, err := readRegular(out, e.Name(), maxDoc)
 		if err != nil || json.Unmarshal(data, &vf) != nil || !vf.Run {
 			continue
 		}
 		// The run's owner: a live process (this host's, or any other
 		// host's, which the gate cannot see) still has it.
-		if own, err := os.ReadFile(s.path(OutDir, id+".owner")); err == nil {
+		if own, err := readRegular(out, id+".owner", maxDoc); err == nil {
 			host, pid, _ := strings.Cut(strings.TrimSpace(string(own)), " ")
 			n, _ := strconv.Atoi(pid)
 			if me, _ := os.Hostname(); host != me || n > 0 && syscall.Kill(n, 0) != syscall.ESRCH {
@@ -278,24 +282,18 @@ func (s *server) handle(ctx context.Context, name string) {
 		s.aside(name, "not a request: the name must be <id>.sh with id matching ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 		return
 	}
-	src := s.path(InDir, name)
-	fi, err := os.Lstat(src)
-	if errors.Is(err, fs.ErrNotExist) {
+	in, out := s.dirs[InDir], s.dirs[OutDir]
+	data, err := readRegular(in, name, MaxRequest)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return // taken by another daemon, or a repeated event
-	}
-	if err != nil || !fi.Mode().IsRegular() {
+	case errors.Is(err, errNotRegular):
 		s.aside(name, "not a regular file")
 		return
-	}
-	if fi.Size() > MaxRequest {
+	case errors.Is(err, errTooLarge):
 		s.aside(name, fmt.Sprintf("larger than %d bytes", MaxRequest))
 		return
-	}
-	data, err := os.ReadFile(src)
-	if errors.Is(err, fs.ErrNotExist) {
-		return
-	}
-	if err != nil {
+	case err != nil:
 		s.aside(name, "cannot be read: "+err.Error())
 		return
 	}
@@ -303,16 +301,16 @@ func (s *server) handle(ctx context.Context, name string) {
 	sum := sha256.Sum256(data)
 	digest := hex.EncodeToString(sum[:])
 	var vf VerdictFile
-	if old, err := os.ReadFile(s.path(OutDir, id+".json")); err == nil && json.Unmarshal(old, &vf) == nil && vf.ID == id && vf.SHA256 == digest {
+	if old, err := readRegular(out, id+".json", maxDoc); err == nil && json.Unmarshal(old, &vf) == nil && vf.ID == id && vf.SHA256 == digest {
 		// A daemon died after the verdict and before the move: the
 		// decision stands; it is not made twice. (A verdict of another
 		// script under a reused id does not count.)
 	} else {
 		// A reused id: what an earlier run of it left must not be read
 		// as this request's.
-		_ = os.Remove(s.path(OutDir, id+".exit"))
-		_ = os.Remove(s.path(OutDir, id+".log"))
-		_ = os.Remove(s.path(OutDir, id+".owner"))
+		_ = out.Remove(id + ".exit")
+		_ = out.Remove(id + ".log")
+		_ = out.Remove(id + ".owner")
 		vf = VerdictFile{ID: id, Verdict: s.cfg.Gate.Check(string(data)), Decided: epoch(time.Now()), SHA256: digest}
 		vf.Run = vf.Allowed && s.cfg.Machine != nil
 		if err := s.writeJSON(OutDir, id+".json", vf); err != nil {
@@ -330,13 +328,13 @@ func (s *server) handle(ctx context.Context, name string) {
 	}
 	// The move is the claim: of two daemons deciding the same request,
 	// only the one whose rename succeeds runs it.
-	if err := os.Rename(src, s.path(DoneDir, name)); err != nil {
+	if err := s.root.Rename(InDir+"/"+name, DoneDir+"/"+name); err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			s.log.WithError(err).WithField("id", id).Error("cannot move the request to done/")
 		}
 		return
 	}
-	syncDir(filepath.Join(s.cfg.Dir, DoneDir))
+	syncDir(s.dirs[DoneDir])
 	s.log.WithFields(logrus.Fields{"id": id, "allowed": vf.Allowed, "reason": reason, "git": git}).Info("verdict")
 	if s.cfg.Metrics != nil {
 		s.cfg.Metrics.Decision(vf.Allowed, reason, git, time.Since(began))
@@ -345,7 +343,7 @@ func (s *server) handle(ctx context.Context, name string) {
 		// The owner file says who runs it, so that another daemon's start
 		// does not take a live run for one a crash left behind.
 		host, _ := os.Hostname()
-		_ = os.WriteFile(s.path(OutDir, id+".owner"), fmt.Appendf(nil, "%s %d\n", host, os.Getpid()), 0o640)
+		_ = s.writeDoc(OutDir, id+".owner", fmt.Appendf(nil, "%s %d\n", host, os.Getpid()))
 		s.runs.Add(1)
 		go s.run(id, string(data))
 	}
@@ -368,7 +366,7 @@ func (s *server) run(id, script string) {
 		defer cancel()
 	}
 	ef := ExitFile{ID: id, Started: epoch(time.Now())}
-	out, err := os.OpenFile(s.path(OutDir, id+".log"), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o640)
+	out, err := s.dirs[OutDir].OpenFile(id+".log", os.O_CREATE|os.O_TRUNC|os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o640)
 	if err != nil {
 		ef.Error = "cannot open the log: " + err.Error()
 	} else {
@@ -388,7 +386,7 @@ func (s *server) run(id, script string) {
 	if err := s.writeJSON(OutDir, id+".exit", ef); err != nil {
 		s.log.WithError(err).WithField("id", id).Error("cannot write the exit")
 	}
-	_ = os.Remove(s.path(OutDir, id+".owner"))
+	_ = s.dirs[OutDir].Remove(id + ".owner")
 	l := s.log.WithField("id", id)
 	if ef.Exit != nil {
 		l = l.WithField("exit", *ef.Exit)
@@ -399,21 +397,22 @@ func (s *server) run(id, script string) {
 // aside moves a request that cannot be one to corrupt/, with the reason
 // beside it, so that it is neither lost nor read again.
 func (s *server) aside(name, why string) {
-	src := s.path(InDir, name)
-	if _, err := os.Lstat(src); err != nil {
+	in, bad := s.dirs[InDir], s.dirs[CorruptDir]
+	if _, err := in.Lstat(name); err != nil {
 		return
 	}
-	dst := s.path(CorruptDir, name)
-	if _, err := os.Lstat(dst); err == nil {
-		dst = s.path(CorruptDir, fmt.Sprintf("%s.%d", name, time.Now().UnixNano()))
+	dst := name
+	if _, err := bad.Lstat(dst); err == nil {
+		dst = fmt.Sprintf("%s.%d", name, time.Now().UnixNano())
 	}
-	if err := os.Rename(src, dst); err != nil {
+	// The rename moves the name, never what a symlink there points to.
+	if err := s.root.Rename(InDir+"/"+name, CorruptDir+"/"+dst); err != nil {
 		s.log.WithError(err).WithField("name", name).Error("cannot move a bad request aside")
 		return
 	}
 	// The reason is a document like any other: a reader never sees it half
 	// written.
-	if err := s.writeDoc(CorruptDir, filepath.Base(dst)+".why", []byte(why+"\n")); err != nil {
+	if err := s.writeDoc(CorruptDir, dst+".why", []byte(why+"\n")); err != nil {
 		s.log.WithError(err).WithField("name", name).Error("cannot write why a request was moved aside")
 	}
 	s.log.WithFields(logrus.Fields{"name": name, "why": why}).Warn("request moved to corrupt/")
@@ -428,10 +427,11 @@ func (s *server) writeJSON(dir, name string, v any) error {
 	return s.writeDoc(dir, name, append(data, '\n'))
 }
 
-// writeDoc replaces dir/name atomically (and durably) with data.
+// writeDoc replaces dir/name atomically (and durably) with data, through
+// the directory's handle.
 func (s *server) writeDoc(dir, name string, data []byte) error {
-	d := filepath.Join(s.cfg.Dir, dir)
-	pf, err := renameio.NewPendingFile(filepath.Join(d, name), renameio.WithTempDir(d), renameio.WithStaticPermissions(0o640))
+	d := s.dirs[dir]
+	pf, err := renameio.NewPendingFile(name, renameio.WithRoot(d), renameio.WithStaticPermissions(0o640))
 	if err != nil {
 		return err
 	}
@@ -448,11 +448,130 @@ func (s *server) writeDoc(dir, name string, data []byte) error {
 
 // syncDir makes a rename in dir survive power loss; renameio syncs the
 // file, not the directory.
-func syncDir(dir string) {
-	if f, err := os.Open(dir); err == nil {
+func syncDir(dir *os.Root) {
+	if f, err := dir.Open("."); err == nil {
 		_ = f.Sync()
 		f.Close()
 	}
 }
 
 func epoch(t time.Time) float64 { return float64(t.UnixMilli()) / 1000 }
+
+// maxDoc bounds what the server reads of its own documents (a verdict, an
+// owner file): anything larger was not written by it.
+const maxDoc = 1 << 20
+
+var (
+	errNotRegular = errors.New("not a regular file")
+	errTooLarge   = errors.New("too large")
+)
+
+// gateDirs are the subdirectories of the gate directory and their modes:
+// in/ 0770, so that a group may write requests; the others 0750.
+var gateDirs = []struct {
+	name string
+	mode os.FileMode
+}{{InDir, 0o770}, {OutDir, 0o750}, {DoneDir, 0o750}, {CorruptDir, 0o750}}
+
+// openGateDirs makes the gate directory and its subdirectories where they
+// are missing, refuses a symlink in place of any of them, sets their modes
+// through their own descriptors (never by path: a chmod by name follows a
+// link), and opens each as an os.Root.
+func openGateDirs(dir string) (*os.Root, map[string]*os.Root, error) {
+	fail := func(err error) (*os.Root, map[string]*os.Root, error) {
+		return nil, nil, fmt.Errorf("vmgate: gate directory: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return fail(err)
+	}
+	if fi, err := os.Lstat(dir); err != nil {
+		return fail(err)
+	} else if !fi.IsDir() {
+		return fail(fmt.Errorf("%s: %w (a symlink or a file in place of a directory)", dir, errNotRegular))
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return fail(err)
+	}
+	dirs := make(map[string]*os.Root)
+	for _, d := range gateDirs {
+		sub, err := openSubdir(root, d.name, d.mode)
+		if err != nil {
+			for _, o := range dirs {
+				o.Close()
+			}
+			root.Close()
+			return fail(fmt.Errorf("%s: %w", filepath.Join(dir, d.name), err))
+		}
+		dirs[d.name] = sub
+	}
+	return root, dirs, nil
+}
+
+func openSubdir(root *os.Root, name string, mode os.FileMode) (*os.Root, error) {
+	if err := root.Mkdir(name, mode); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, err
+	}
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%w (a symlink is refused)", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if fi.Mode().Perm() != mode {
+		// Mkdir obeys the umask; the modes are part of the layout.
+		if err := f.Chmod(mode); err != nil {
+			return nil, err
+		}
+	}
+	sub, err := root.OpenRoot(name)
+	if err != nil {
+		return nil, err
+	}
+	// What was opened as a root must be what was checked: a symlink
+	// swapped in between is refused.
+	if sfi, err := sub.Stat("."); err != nil || !os.SameFile(fi, sfi) {
+		sub.Close()
+		return nil, fmt.Errorf("replaced while being opened")
+	}
+	return sub, nil
+}
+
+// readDir lists a directory held open.
+func readDir(dir *os.Root) ([]fs.DirEntry, error) {
+	f, err := dir.Open(".")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.ReadDir(-1)
+}
+
+// readRegular reads name of dir if it is a plain file of at most max
+// bytes: opened without following a link and without blocking on a FIFO,
+// then checked by fstat, so that nothing swapped in between a check and
+// the read is read.
+func readRegular(dir *os.Root, name string, max int64) ([]byte, error) {
+	f, err := dir.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, errNotRegular
+		}
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, errNotRegular
+	}
+	if fi.Size() > max {
+		return nil, errTooLarge
+	}
+	return io.ReadAll(io.LimitReader(f, max+1))
+}
