@@ -5,6 +5,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -211,12 +214,13 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	var c common
 	c.register(fs, "info")
 	var (
-		listen, addrFile string
-		maxSubs          int
-		rescan, wait     time.Duration
+		listen, addrFile, allowHost string
+		maxSubs                     int
+		rescan, wait                time.Duration
 	)
 	fs.StringVar(&listen, "listen", watchd.DefaultListen, "listen on `ADDR` (port 0: any free port)")
 	fs.StringVar(&addrFile, "addr-file", "", "write the address listened on to `FILE` once listening (for scripts that use port 0)")
+	fs.StringVar(&allowHost, "allow-host", "", "also answer requests for these host `NAMES` (comma-separated; a reverse proxy's name; * for any). Loopback names and IP addresses are always answered")
 	fs.IntVar(&maxSubs, "max-subscribers", 4096, "refuse event streams beyond `N` with 503")
 	fs.DurationVar(&rescan, "rescan", 5*time.Second, "inotify mode's safety-net re-read of followed chats every `D`")
 	fs.DurationVar(&wait, "write-wait", watchd.WriteWait, "drop an event stream whose client has not taken a write for `D`")
@@ -262,7 +266,9 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Instrument("metrics", ops.MetricsHandler(reg)))
 	mux.Handle("/", srv)
-	hs.Handler = mux
+	// Only loopback names, IP addresses and the names of --allow-host:
+	// a page elsewhere cannot read the chats by DNS rebinding.
+	hs.Handler = watchd.GuardHost(mux, strings.Split(allowHost, ","))
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	if addrFile != "" {
@@ -305,11 +311,26 @@ func serve(args []string, stdout, stderr io.Writer) int {
 }
 
 // writeAddr writes the address atomically, so a script polling for the
-// file never reads half of it.
+// file never reads half of it. The temporary is new (O_EXCL, under a random
+// name) and never a link (O_NOFOLLOW): a link planted beside path cannot
+// turn the write onto another file, whoever runs watchd.
 func writeAddr(path, addr string) error {
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
-	if err := os.WriteFile(tmp, []byte(addr+"\n"), 0o644); err != nil {
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+"."+hex.EncodeToString(rnd[:]))
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	_, err = f.WriteString(addr + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
 }

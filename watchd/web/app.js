@@ -31,7 +31,20 @@ function setConn(up) {
   c.textContent = up ? "connected" : "watchd unreachable, retrying…";
 }
 
+// stamp returns a document's time as seconds since the epoch, or 0 for
+// anything that is not a plausible one (a string, NaN, 1e300): a crafted
+// document must not throw in the page (a Date past year 275760 does, in
+// toISOString) and take the other chats' rows down with it.
+function stamp(x) {
+  return typeof x === "number" && Number.isFinite(x) && x > 0 && x < 1e11 ? x : 0;
+}
+
+function text(x) {
+  return typeof x === "string" ? x : "";
+}
+
 function ago(updated) {
+  updated = stamp(updated);
   if (!updated) return "";
   const s = Math.max(0, Math.round(Date.now() / 1000 - updated));
   if (s < 60) return s + " s ago";
@@ -121,7 +134,8 @@ function openStream(r) {
     if (r.stream !== es) return; // a stream of an older run
     let m;
     try { m = JSON.parse(ev.data); } catch (e) { return; }
-    f(m);
+    if (!m || typeof m !== "object") return;
+    try { f(m); } catch (e) { console.warn("event", kind, e); }
   });
   on("status", m => { setStatus(r, m.text); addLine(r, "status", m.text); });
   on("note", m => addLine(r, "note", m.text));
@@ -181,15 +195,17 @@ async function askDoc(r) {
 }
 
 function update(info) {
+  if (!info || typeof info.chat !== "string" || !info.chat) return;
   const r = rows.get(info.chat) || newRow(info.chat);
-  if (r.job !== info.job) newRun(r, info.job);
-  r.updated = info.updated;
-  r.tdUpdated.textContent = ago(info.updated);
-  r.tdUpdated.title = info.updated ? new Date(info.updated * 1000).toISOString() : "";
+  const job = text(info.job);
+  if (r.job !== job) newRun(r, job);
+  r.updated = stamp(info.updated);
+  r.tdUpdated.textContent = ago(r.updated);
+  r.tdUpdated.title = r.updated ? new Date(r.updated * 1000).toISOString() : "";
   if (r.stream) return; // the stream is as fresh as the list, or fresher
-  r.done = info.done;
-  setState(r, info.state);
-  setStatus(r, info.status, info.done);
+  r.done = info.done === true;
+  setState(r, text(info.state));
+  setStatus(r, text(info.status), r.done);
   if (info.done || info.state !== "waiting") setQuestion(r, null);
   else askDoc(r);
 }
@@ -205,10 +221,16 @@ async function refresh() {
     setConn(false);
     return;
   }
+  if (!Array.isArray(list)) list = [];
   const seen = new Set();
   for (const info of list) {
-    seen.add(info.chat);
-    update(info);
+    // Each row on its own: one chat's bad document leaves the others shown.
+    try {
+      seen.add(info.chat);
+      update(info);
+    } catch (e) {
+      console.warn("chat row", info && info.chat, e);
+    }
   }
   // A chat leaves the list when a new run was submitted and has not
   // started yet (its document is removed first), or when gc removed it.
