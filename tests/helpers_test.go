@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -76,4 +77,17 @@ func scriptSpool(env *testscript.Env) error {
 	dir := filepath.Join(env.WorkDir, "spool")
 	env.Setenv("SPOOL_DIR", dir)
 	return os.Mkdir(dir, 0o750)
+}
+
+// exitCode is a finished command's exit status: 0 for no error, -1 when it
+// did not run or was killed by a signal.
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	return -1
 }

@@ -7,6 +7,7 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -85,25 +86,7 @@ func TestOpsLivePage(t *testing.T) {
 	first := opsSubmit(t, dir, "earlier", "sh", "-c", "spool say 'all set'; exit 0")
 	opsWaitEnded(t, s, first, 30*time.Second)
 
-	alloc, cancelAlloc := chromedp.NewExecAllocator(t.Context(),
-		chromedp.ExecPath(chromium),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1100, 700),
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-	)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(alloc, chromedp.WithLogf(t.Logf))
-	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
-	defer cancelTimeout()
+	ctx := opsBrowser(t, chromium)
 
 	row := func(chat string) *opsRow {
 		r, err := chromedp.Run(ctx, chromedp.Evaluate[*opsRow](sprintfJS(opsRowJS, chat)))
@@ -176,6 +159,70 @@ spool say "step two: $ans"; sleep 1; exit 0`)
 		t.Errorf("the ended run's stream is still open (data-live=%q)", r.Live)
 	}
 	opsScreenshot(t, ctx, "live-page.png")
+}
+
+// opsBrowser starts a headless chromium for the test and returns its
+// context, ended with the test (and after 90 s at most).
+func opsBrowser(t *testing.T, chromium string) context.Context {
+	t.Helper()
+	alloc, cancelAlloc := chromedp.NewExecAllocator(t.Context(),
+		chromedp.ExecPath(chromium),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1100, 700),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+	)
+	ctx, cancel := chromedp.NewContext(alloc, chromedp.WithLogf(t.Logf))
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
+	return ctx
+}
+
+// One chat's crafted document ("updated": 1e300, a stamp no Date can
+// hold) must not blank the page: before, toISOString threw in the
+// list's update and every chat after it vanished.
+func TestOpsLivePageBadStamp(t *testing.T) {
+	chromium := opsChromium(t)
+	dir := newSpool(t)
+	if err := os.MkdirAll(filepath.Join(dir, "progress"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	now := float64(time.Now().Unix())
+	docs := map[string]string{
+		"aaa-bad":  `{"job":"J1","chat":"aaa-bad","updated":1e300,"started":1e300,"done":false,"state":"running","status":"crafted","events":[]}`,
+		"bbb-good": fmt.Sprintf(`{"job":"J2","chat":"bbb-good","updated":%v,"started":%v,"done":true,"state":"done","status":"all fine","events":[]}`, now, now),
+	}
+	for chat, doc := range docs {
+		if err := os.WriteFile(filepath.Join(dir, "progress", chat), []byte(doc), 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := opsServeWatchd(t, dir)
+	ctx := opsBrowser(t, chromium)
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/"), chromedp.WaitVisible("#conn")); err != nil {
+		t.Fatalf("loading %s: %v", base, err)
+	}
+	var good *opsRow
+	eventually(t, 30*time.Second, 50*time.Millisecond, "the good chat's row beside the crafted one", func() bool {
+		r, err := chromedp.Run(ctx, chromedp.Evaluate[*opsRow](sprintfJS(opsRowJS, "bbb-good")))
+		good = r
+		return err == nil && r != nil && r.Status == "all fine"
+	})
+	if good.State != "done" {
+		t.Errorf("the good chat shows %+v", good)
+	}
+	bad, err := chromedp.Run(ctx, chromedp.Evaluate[*opsRow](sprintfJS(opsRowJS, "aaa-bad")))
+	if err != nil || bad == nil || bad.Status != "crafted" {
+		t.Errorf("the crafted chat's row: %+v, %v (want it listed, its bad stamp ignored)", bad, err)
+	}
+	opsScreenshot(t, ctx, "live-page-bad-stamp.png")
 }
 
 // opsScreenshot keeps a picture of the page as a test artifact.
