@@ -6,10 +6,14 @@ import (
 )
 
 // StatusEvent is an Open WebUI status event, what `watchd follow --json`
-// prints one a line so that a thin filter can forward it unchanged.
+// prints one a line so that a thin filter can forward it unchanged. Run is
+// the same output with its structure, for a plugin that acts on it (opens
+// a dialog for a question, reports the end's state); Open WebUI's emitter
+// reads "type" and "data" only.
 type StatusEvent struct {
 	Type string     `json:"type"`
 	Data StatusData `json:"data"`
+	Run  *Message   `json:"vmspool,omitempty"`
 }
 
 // StatusData is the data of a StatusEvent. Done is true on the last one
@@ -19,9 +23,13 @@ type StatusData struct {
 	Done        bool   `json:"done"`
 }
 
-// JSONLine returns the Open WebUI status event of o, with its newline.
+// JSONLine returns the Open WebUI status event of o, with its newline,
+// carrying o's structure under "vmspool" (the Message that watchd serve
+// sends as an event's data).
 func JSONLine(o Output) []byte {
-	return StatusLine(o.Text, o.Kind == End)
+	m := MessageOf(o)
+	b, _ := json.Marshal(StatusEvent{Type: "status", Data: StatusData{Description: o.Text, Done: o.Kind == End}, Run: &m})
+	return append(b, '\n')
 }
 
 // StatusLine returns one status event line.

@@ -227,6 +227,12 @@ type Message struct {
 	Error    *string         `json:"error,omitempty"`
 }
 
+// MessageOf is o as a Message.
+func MessageOf(o Output) Message {
+	return Message{Job: o.Job, Seq: o.Seq, Kind: o.Kind, Text: o.Text, Event: o.Event, Question: o.Question,
+		Skipped: o.Skipped, State: o.State, Exit: o.Exit, Error: o.Error}
+}
+
 // EventID is the SSE id of an output: its seq, or "<seq>.end" for the end,
 // so that a client that had the end can say so when it reconnects.
 func EventID(o Output) string {
@@ -254,9 +260,7 @@ func ParseEventID(id string) (last int64, ended bool, ok bool) {
 
 // SSE writes one output as a server-sent event.
 func SSE(o Output) []byte {
-	m := Message{Job: o.Job, Seq: o.Seq, Kind: o.Kind, Text: o.Text, Event: o.Event, Question: o.Question,
-		Skipped: o.Skipped, State: o.State, Exit: o.Exit, Error: o.Error}
-	b, _ := json.Marshal(m)
+	b, _ := json.Marshal(MessageOf(o))
 	return fmt.Appendf(nil, "id: %s\nevent: %s\ndata: %s\n\n", EventID(o), o.Kind, b)
 }
 

@@ -3,6 +3,7 @@ package watchd
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -147,12 +148,30 @@ func TestFollowWaitsForDocumentAndRecreate(t *testing.T) {
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
+	// What Open WebUI reads of each line ("type" and "data") is exactly
+	// its status event; "vmspool" carries the same output's structure.
 	want := `{"type":"status","data":{"description":"a","done":false}}
 {"type":"status","data":{"description":"b","done":false}}
 {"type":"status","data":{"description":"failed (exit 2)","done":true}}
 `
-	if got := out.String(); got != want {
+	var owui strings.Builder
+	var runs []*Message
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var ev StatusEvent
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		runs = append(runs, ev.Run)
+		ev.Run = nil
+		b, _ := json.Marshal(ev)
+		owui.Write(append(b, '\n'))
+	}
+	if got := owui.String(); got != want {
 		t.Errorf("out\n%s\nwant\n%s", got, want)
+	}
+	if len(runs) != 3 || runs[0] == nil || runs[0].Kind != Status || runs[0].Job != "j" ||
+		runs[2].Kind != End || runs[2].State != spool.Failed || runs[2].Exit == nil || *runs[2].Exit != 2 {
+		t.Errorf("the lines' structure: %+v", runs)
 	}
 }
 
