@@ -5,10 +5,15 @@ DESTDIR ?=
 BINDIR   = $(DESTDIR)$(PREFIX)/bin
 BINS     = spool spoold watchd vmgate
 # Stamp the VCS revision for --version where a checkout is at hand.
-GOBUILD  = $(GO) build -buildvcs=auto -trimpath
+# Static binaries (no cgo): they run as they are in a container (README,
+# "With Open WebUI") or on another distribution.
+GOBUILD  = CGO_ENABLED=0 $(GO) build -buildvcs=auto -trimpath
 FUZZTIME ?= 3s
+# The Python client and the Open WebUI tools are tested with this Python
+# (3.9+; the tools' tests need pydantic, and skip saying so without it).
+PYTHON  ?= python3
 
-.PHONY: all build test unit e2e fmt-check vet fuzz-short fuzz bench demo install clean
+.PHONY: all build test unit e2e fmt-check vet fuzz-short fuzz bench demo install clean python-test
 
 all: build
 
@@ -27,7 +32,14 @@ vet:
 # and drives them over temporary spools), all under the race detector.
 test: fmt-check vet build
 	$(GO) test -race -timeout 14m ./...
+	$(MAKE) python-test
 	$(MAKE) fuzz-short
+
+# clients/: the Python client against the real binaries in bin/, then the
+# Open WebUI tools called as Open WebUI calls them.
+python-test: build
+	cd clients && $(PYTHON) -m unittest discover -s python -t python
+	cd clients && $(PYTHON) -m unittest discover -s openwebui -t openwebui
 
 # Every fuzz target for a few seconds, on top of its committed seed corpus.
 fuzz-short:
@@ -59,6 +71,9 @@ install: build
 	install -m 0644 dist/cron/vmspool $(DESTDIR)$(SYSCONFDIR)/cron.d/vmspool
 	install -m 0644 dist/logrotate/vmspool $(DESTDIR)$(SYSCONFDIR)/logrotate.d/vmspool
 	install -m 0644 docs/operations.md $(DESTDIR)$(PREFIX)/share/doc/vmspool/operations.md
+	install -d $(LIBDIR)/vmspool $(DESTDIR)$(PREFIX)/share/vmspool/openwebui
+	install -m 0644 clients/python/vmspool.py $(LIBDIR)/vmspool/vmspool.py
+	install -m 0644 clients/openwebui/vm_agent.py clients/openwebui/vm_agent_progress.py $(DESTDIR)$(PREFIX)/share/vmspool/openwebui/
 
 clean:
 	rm -rf bin var

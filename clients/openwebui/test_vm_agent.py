@@ -1,0 +1,280 @@
+"""The Open WebUI tools, called as Open WebUI calls them (shared/OPENWEBUI
+facts, restated in docs/clients.md): the file imported as Open WebUI
+imports a pasted tool, its Valves set, vm_agent awaited with the reserved
+arguments filled, an emitter that records every event, and an event-call
+stub that answers, cancels, reports a closed tab, raises a timeout or
+never returns. Real spoold and watchd run on a spool of the test's own.
+"""
+
+import asyncio
+import importlib.util
+import json
+import os
+import re
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CLIENT = os.path.join(HERE, "..", "python")
+sys.path.insert(0, CLIENT)
+
+from _testing import BIN, SpoolCase, wait_for  # noqa: E402
+
+try:
+    import pydantic  # noqa: F401
+except ImportError:  # pragma: no cover
+    pydantic = None
+
+
+def load_tool(filename):
+    """Import a tool file as Open WebUI does with a pasted one."""
+    spec = importlib.util.spec_from_file_location("owui_" + filename[:-3], os.path.join(HERE, filename))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+class SocketTimeout(Exception):
+    """What python-socketio raises when WEBSOCKET_EVENT_CALLER_TIMEOUT
+    passes: not the builtin TimeoutError."""
+
+
+class Emitter:
+    """__event_emitter__: records every event."""
+
+    def __init__(self):
+        self.events = []
+
+    async def __call__(self, ev):
+        assert set(ev) == {"type", "data"}, ev
+        self.events.append(ev)
+
+    def statuses(self):
+        return [e["data"] for e in self.events if e["type"] == "status"]
+
+    def texts(self):
+        return [s["description"] for s in self.statuses()]
+
+
+class Caller:
+    """__event_call__: one behaviour for every dialog."""
+
+    def __init__(self, mode, value=None):
+        self.mode, self.value, self.calls = mode, value, []
+
+    async def __call__(self, ev):
+        self.calls.append(ev)
+        if self.mode == "reply":
+            return self.value
+        if self.mode == "closed":
+            return {"error": "Client session disconnected."}
+        if self.mode == "timeout-dict":
+            return {"error": "Event call timed out after 300 seconds"}
+        if self.mode == "timeout-raise":
+            raise SocketTimeout("Timeout")
+        if self.mode == "cancel":
+            return False
+        if self.mode == "never":
+            await asyncio.Future()
+        raise AssertionError(self.mode)
+
+
+@unittest.skipIf(pydantic is None, "pydantic is not installed (apt-get install python3-pydantic): Open WebUI's tools need it")
+class VMAgentTest(SpoolCase):
+    def setUp(self):
+        super().setUp()
+        self.mod = load_tool("vm_agent.py")
+        self.tool = self.mod.Tools()
+        v = self.tool.valves
+        v.spool_dir = self.spool
+        v.bin_dir = BIN
+        v.client_path = os.path.join(CLIENT, "vmspool.py")
+        self.spoold()
+
+    def agent(self, script):
+        """The agent command: sh running script, the task as $1."""
+        self.tool.valves.agent_command = "sh -c %s vm-agent" % _shq(script)
+
+    def call(self, task, chat="chat-1", emitter=None, caller=None):
+        emitter = emitter or Emitter()
+        meta = {"user_id": "u1", "chat_id": chat, "message_id": "m1", "session_id": "s1"}
+        coro = self.tool.vm_agent(task, __user__={"id": "u1", "name": "A", "role": "user", "valves": {}},
+                                  __metadata__=meta, __chat_id__=chat, __event_emitter__=emitter,
+                                  __event_call__=caller)
+        return coro, emitter
+
+    def run_call(self, task, **kw):
+        coro, emitter = self.call(task, **kw)
+        out = asyncio.run(asyncio.wait_for(coro, 120))
+        return out, emitter
+
+    def assert_last_done(self, emitter):
+        st = emitter.statuses()
+        self.assertTrue(st and st[-1]["done"], st)
+        self.assertFalse(any(s["done"] for s in st[:-1]), st)
+
+    def job_of(self, emitter):
+        for t in emitter.texts():
+            m = re.match(r"Queued \(job (\S+)\)", t)
+            if m:
+                return m.group(1)
+        self.fail("no job queued: %s" % emitter.texts())
+
+    # The original story: run 1 ends done; run 2 in the same chat is
+    # relayed to its own end, and its first statuses are its own.
+    def test_second_run_in_the_same_chat(self):
+        self.agent('spool say "building: $1"; sleep 0.3; spool say "app ready"')
+        out1, em1 = self.run_call("an app")
+        self.assertIn("ended: done", out1)
+        self.assert_last_done(em1)
+        self.agent('sleep 1.5; spool say "fixing: $1"; sleep 0.3; spool say "fix ready"; exit 0')
+        out2, em2 = self.run_call("the fix")
+        texts = em2.texts()
+        self.assertIn("ended: done", out2)
+        self.assertIn("fix ready", out2)
+        self.assert_last_done(em2)
+        job2 = self.job_of(em2)
+        after_queued = texts[texts.index("Queued (job %s)" % job2) + 1:]
+        self.assertTrue(after_queued, texts)
+        for t in after_queued:
+            self.assertNotIn("app ready", t)
+            self.assertNotIn("building", t)
+        self.assertTrue(any("fixing: the fix" in t for t in after_queued), texts)
+        # The relay's end is run 2's own: its job, not run 1's.
+        self.assertIn(job2, out2)
+
+    def test_question_opens_the_right_dialog(self):
+        self.agent('a=$(spool ask --options yes,no "Deploy now?") && spool say "got $a"\n'
+                   'b=$(spool ask --options red,green,blue "Which colour?") && spool say "got $b"')
+        answers = iter([True, "green"])
+
+        class Both(Caller):
+            async def __call__(self, ev):
+                self.calls.append(ev)
+                return next(answers)
+
+        caller = Both("reply")
+        out, em = self.run_call("deploy", caller=caller)
+        self.assertEqual([c["type"] for c in caller.calls], ["confirmation", "input"])
+        self.assertEqual(caller.calls[0]["data"]["message"], "Deploy now?")
+        self.assertIn("Which colour?", caller.calls[1]["data"]["message"])
+        self.assertIn("red / green / blue", caller.calls[1]["data"]["message"])
+        self.assertIn("got yes", out)
+        self.assertIn("got green", out)
+        self.assert_last_done(em)
+
+    def test_dialog_failures_leave_the_question_answerable(self):
+        for mode in ("closed", "timeout-dict", "timeout-raise", "cancel", "never"):
+            with self.subTest(mode=mode):
+                chat = "chat-" + mode
+                self.agent('a=$(spool ask --options yes,no "Go on?") && spool say "answered: $a"')
+                caller = Caller(mode)
+                out, em = asyncio.run(self._answer_elsewhere(chat, caller))
+                self.assertIn("answered: yes", out)
+                self.assert_last_done(em)
+                self.assertEqual(len(caller.calls), 1)
+                if mode != "never":
+                    hint = [t for t in em.texts() if "spool answer --chat %s --question" % chat in t]
+                    self.assertTrue(hint, em.texts())
+
+    async def _answer_elsewhere(self, chat, caller):
+        coro, em = self.call("go", chat=chat, caller=caller)
+        task = asyncio.ensure_future(coro)
+        # The dialog was opened; the relay goes on; the question is
+        # answered from a shell, as the status says.
+        while not caller.calls:
+            await asyncio.sleep(0.02)
+        if caller.mode != "never":
+            while not any("still open" in t for t in em.texts()):
+                await asyncio.sleep(0.02)
+        p = await asyncio.create_subprocess_exec(os.path.join(BIN, "spool"), "--spool", self.spool, "answer", "--chat", chat, "yes")
+        self.assertEqual(await p.wait(), 0)
+        return await asyncio.wait_for(task, 60), em
+
+    def test_many_statuses_are_throttled(self):
+        self.agent('i=0; while [ $i -lt 200 ]; do i=$((i+1)); spool say "step $i"; sleep 0.01; done')
+        out, em = self.run_call("count")
+        steps = [int(t.split()[1]) for t in em.texts() if re.fullmatch(r"step \d+", t)]
+        self.assertTrue(steps, em.texts())
+        self.assertEqual(steps, sorted(steps))
+        # 200 statuses over two seconds or more: a few a second reach the
+        # chat (one per second, the newest winning), never the 200.
+        self.assertLessEqual(len(steps), 12, steps)
+        self.assertIn("step 200", out)
+        self.assert_last_done(em)
+
+    def test_stop_button_cancels_the_job(self):
+        self.agent('spool say working; sleep 60')
+
+        async def go():
+            coro, em = self.call("long", chat="chat-stop")
+            task = asyncio.ensure_future(coro)
+            while "working" not in em.texts():
+                await asyncio.sleep(0.02)
+            task.cancel()
+            with self.assertRaises(asyncio.CancelledError):
+                await task
+            return em
+
+        em = asyncio.run(go())
+        self.assert_last_done(em)
+        self.assertIn("cancelled", em.texts()[-1])
+        job = self.job_of(em)
+        self.assertEqual(json.loads(self.spool_cmd("show", "--json", job).stdout)["state"], "cancelled")
+        # The chat's next call starts a new run, guarded as any second run.
+        self.agent('spool say "next one"')
+        out, em2 = self.run_call("again", chat="chat-stop")
+        self.assertIn("ended: done", out)
+        self.assertIn("next one", em2.texts())
+
+    def test_gate_refusal_names_the_commit_tool(self):
+        self.tool.valves.agent_script = "cd /tmp && git add -A && git commit -m {task}"
+        out, em = self.run_call("my change")
+        self.assertIn("ended: failed", out)
+        self.assertIn("vmgate refused", out)
+        self.assertIn("git_commit", out)
+        self.assertTrue(any("vmgate refused" in t for t in em.texts()), em.texts())
+        self.assert_last_done(em)
+
+    def test_no_chat_id(self):
+        coro, em = self.call("x", chat="not a valid id")
+        out = asyncio.run(coro)
+        self.assertIn("No run was started", out)
+        self.assert_last_done(em)
+
+
+@unittest.skipIf(pydantic is None, "pydantic is not installed (apt-get install python3-pydantic): Open WebUI's tools need it")
+class VMProgressTest(SpoolCase):
+    # The old progress function's role: the installation's own code
+    # submits; the tool follows the chat's current run to its end.
+    def test_follows_the_current_run(self):
+        mod = load_tool("vm_agent_progress.py")
+        tool = mod.Tools()
+        tool.valves.spool_dir, tool.valves.bin_dir = self.spool, BIN
+        tool.valves.client_path = os.path.join(CLIENT, "vmspool.py")
+        self.spoold()
+        sys.path.insert(0, CLIENT)
+        import vmspool
+        old = vmspool.submit("c9", argv=["sh", "-c", "spool say first-run"], spool=self.spool)
+        wait_for("run 1's end", lambda: os.path.exists(os.path.join(self.spool, old + ".done")))
+
+        async def go():
+            em = Emitter()
+            task = asyncio.ensure_future(tool.vm_progress(__metadata__={"chat_id": "c9"}, __event_emitter__=em))
+            await asyncio.sleep(0.5)  # the watcher is up before the run
+            await asyncio.to_thread(vmspool.submit, "c9", argv=["sh", "-c", "sleep 0.5; spool say second-run"], spool=self.spool)
+            return await asyncio.wait_for(task, 60), em
+
+        out, em = asyncio.run(go())
+        self.assertIn("ended: done", out)
+        self.assertIn("second-run", em.texts())
+        self.assertNotIn("first-run", em.texts())
+        self.assertTrue(em.statuses()[-1]["done"])
+
+
+def _shq(s):
+    return "'" + s.replace("'", "'\"'\"'") + "'"
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,135 @@
+"""
+title: VM agent (vmspool)
+description: Runs a long agent job in a VM through vmspool, relays its progress into the chat, asks you its questions, and reports how it ended.
+requirements:
+version: 1.0.0
+license: MIT
+"""
+
+# Paste this file into Open WebUI (Workspace > Tools > +). It needs
+# vmspool's binaries (spool, watchd) and its Python client (vmspool.py)
+# where Open WebUI runs: the Valves say where. README.md, "With Open
+# WebUI", has the whole install, the container case included.
+
+import asyncio
+import importlib.util
+import os
+import shlex
+import sys
+
+from pydantic import BaseModel, Field
+
+
+def _client(path):
+    """The vmspool client: an importable module, else the file at path."""
+    if "vmspool" in sys.modules:
+        return sys.modules["vmspool"]
+    try:
+        import vmspool  # noqa: F401
+        return sys.modules["vmspool"]
+    except ImportError:
+        pass
+    if not path or not os.path.isfile(path):
+        raise RuntimeError("the vmspool client is not installed: set the client_path valve to vmspool.py (README, \"With Open WebUI\")")
+    spec = importlib.util.spec_from_file_location("vmspool", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    sys.modules["vmspool"] = mod
+    return mod
+
+
+class Tools:
+    class Valves(BaseModel):
+        spool_dir: str = Field(default="/var/spool/vm", description="The spool directory (bind-mounted into the container as on the host).")
+        bin_dir: str = Field(default="/usr/local/bin", description="Where vmspool's binaries (spool, watchd) are.")
+        client_path: str = Field(default="/usr/local/lib/vmspool/vmspool.py", description="vmspool's Python client, if it is not importable.")
+        agent_command: str = Field(default="vm-agent", description="The agent's command; the task is passed as its last argument (and in $VMSPOOL_TASK).")
+        agent_script: str = Field(default="", description="Instead of agent_command: a bash script run for the task, {task} replaced by the task shell-quoted. The gate decides it first.")
+        timeout: str = Field(default="2h", description="The job's timeout (Go duration text).")
+        status_every: float = Field(default=1.0, description="At most one status per this many seconds (the newest wins).")
+        commit_tool: str = Field(default="git_commit", description="The host-side commit tool the agent is sent to when the gate refuses a git write.")
+        watch_url: str = Field(default="", description="Read progress from watchd serve at this URL instead of running watchd follow.")
+        cancel_wait: float = Field(default=10.0, description="After the stop button, how long to wait for the job to end.")
+
+    def __init__(self):
+        self.valves = self.Valves()
+
+    async def vm_agent(
+        self,
+        task: str,
+        __user__: dict = None,
+        __metadata__: dict = None,
+        __chat_id__: str = None,
+        __event_emitter__=None,
+        __event_call__=None,
+    ) -> str:
+        """
+        Run a long task in a virtual machine: build an app, fix a bug, run a
+        test suite. The run's progress shows in the chat as it happens; it
+        may ask the person questions. Returns how the run ended: its state,
+        exit status, error and last statuses. Commits are not made in the
+        machine: use the commit tool afterwards.
+        :param task: What the agent should do, in plain words.
+        """
+        v = self.valves
+
+        async def emit(ev):
+            if __event_emitter__ is not None:
+                await __event_emitter__(ev)
+
+        async def done(text):
+            await emit({"type": "status", "data": {"description": text, "done": True, "hidden": False}})
+
+        try:
+            vs = _client(v.client_path)
+        except Exception as e:
+            await done("vmspool is not installed: %s" % e)
+            return "The VM agent is not available: %s" % e
+        chat = (__metadata__ or {}).get("chat_id") or __chat_id__ or ""
+        if not vs.valid_id(chat):
+            await done("This chat has no usable id, so no run was started.")
+            return "No run was started: the chat id %r is not usable." % chat
+        bin_dir = v.bin_dir or None
+        kw = dict(spool=v.spool_dir, timeout=v.timeout or None, env={"VMSPOOL_TASK": task})
+        if v.agent_script.strip():
+            kw["script"] = v.agent_script.replace("{task}", shlex.quote(task))
+        else:
+            kw["argv"] = shlex.split(v.agent_command) + [task]
+        try:
+            job = await asyncio.to_thread(vs.submit, chat, **kw)
+        except vs.SpoolError as e:
+            await done("The run could not be queued: %s" % e)
+            return "The run could not be queued: %s" % e
+        await emit({"type": "status", "data": {"description": "Queued (job %s)" % job, "done": False, "hidden": False}})
+        try:
+            out = await vs.relay(chat, job, emit, __event_call__, every=v.status_every, spool=v.spool_dir,
+                                 bin_dir=bin_dir, url=v.watch_url or None)
+        except asyncio.CancelledError:
+            # The stop button: the job is cancelled too, and given a
+            # moment to end; the last status says so.
+            try:
+                st = await asyncio.to_thread(vs.cancel, job, wait=v.cancel_wait, spool=v.spool_dir, bin_dir=bin_dir)
+            except Exception as e:
+                st = "not known (%s)" % e
+            await done("Stopped: the run was cancelled (%s)." % (st or "still ending"))
+            raise
+        except Exception as e:
+            await done("Lost track of the run: %s" % e)
+            return "Lost track of the run (job %s): %s. `spool show %s` on the host says how it is doing." % (job, e, job)
+        return _report(out, v.commit_tool)
+
+
+def _report(out, commit_tool):
+    """What the model reads of the run's end."""
+    lines = ["The run %s ended: %s" % (out.get("job"), out.get("state") or "unknown")]
+    if out.get("exit") is not None:
+        lines[0] += " (exit %s)" % out["exit"]
+    err = out.get("error")
+    if err:
+        lines.append("Error: %s" % err)
+        if "vmgate refused" in err:
+            lines.append("Git writes do not run in the machine: leave the changes in the work tree and call the %s tool to commit them." % commit_tool)
+    if out.get("statuses"):
+        lines.append("Last statuses:")
+        lines += ["- " + s for s in out["statuses"]]
+    return "\n".join(lines)

@@ -1,0 +1,773 @@
+"""vmspool: queue, follow and answer jobs of a vmspool spool from Python.
+
+One file, the standard library only (Python 3.9+): copy it where your code
+can import it. It replaces the old Python paths that queued a run for a
+chat, relayed its progress, and refused git writes:
+
+    import vmspool
+    job = vmspool.submit("chat-42", argv=["vm-agent", "build me an app"])
+    for ev in vmspool.follow("chat-42", job):
+        print(ev.kind, ev.text)          # status, question, answer, gap, end
+        if ev.kind == "question":
+            vmspool.answer("chat-42", "yes", question=ev.question.id)
+    vmspool.git_write_in("git add -A")   # "add"
+
+What it does itself, and what it asks the Go commands (docs/clients.md):
+
+- submit() writes the tree as `spool submit` does, in the same order and
+  with the same fsyncs: the spec, then the chat's old progress and answer
+  removed, then the marker (docs/spool-format.md). Ids follow the same rule.
+- follow() never re-implements the watcher's guards: it runs `watchd
+  follow --json` (or reads `watchd serve`'s event stream, given a URL).
+- git_write_in() and gate() ask `vmgate check`: one gate, one verdict.
+- answer(), cancel(), show() run `spool answer`, `spool cancel`, `spool
+  show`.
+
+Errors are exceptions whose message is the Go side's one line:
+InvalidID (a bad chat or job id, raised before any file is touched),
+NoSuchJob, NoQuestion, SpoolError for anything else.
+"""
+
+import asyncio
+import errno
+import json
+import os
+import re
+import secrets
+import shutil
+import stat
+import subprocess
+import threading
+import time
+import urllib.parse
+import urllib.request
+
+__all__ = [
+    "SpoolError", "InvalidID", "NoSuchJob", "NoQuestion", "Event", "Question", "Verdict",
+    "resolve_spool", "valid_id", "new_job_id", "submit", "answer", "cancel", "show", "state",
+    "result", "follow", "afollow", "gate", "git_write_in", "FINAL_STATES",
+]
+
+FINAL_STATES = ("done", "failed", "cancelled")
+MAX_DOCUMENT = 4 << 20
+
+_ID_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
+_ID_RULE = "invalid id (letters, digits, . _ -; must not start with . _ -; max 128)"
+
+
+class SpoolError(Exception):
+    """An error of the spool, with the Go side's one-line message."""
+
+    def __init__(self, message, code=None):
+        super().__init__(message)
+        self.code = code
+
+
+class InvalidID(SpoolError, ValueError):
+    """A chat or job id breaks the rule ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$."""
+
+
+class NoSuchJob(SpoolError, LookupError):
+    """The job is not in the spool."""
+
+
+class NoQuestion(SpoolError):
+    """No question is open in the chat (or not the one named)."""
+
+
+# --- ids and the spool's place -------------------------------------------
+
+def valid_id(s):
+    """Whether s may name a job or a chat (the spool's one id rule)."""
+    return isinstance(s, str) and _ID_RE.match(s) is not None
+
+
+def _check_id(kind, s):
+    if not valid_id(s):
+        raise InvalidID("%s %s: %s" % (kind, json.dumps(s) if isinstance(s, str) else repr(s), _ID_RULE))
+
+
+def resolve_spool(spool=None, environ=None, uid=None):
+    """The spool directory, found as the Go commands find it: spool, else
+    $SPOOL_DIR, else $JOBS_DIR, else /var/spool/vm for root and
+    ${XDG_STATE_HOME:-~/.local/state}/vmspool for anyone else."""
+    env = os.environ if environ is None else environ
+    uid = os.getuid() if uid is None else uid
+    for d in (spool, env.get("SPOOL_DIR"), env.get("JOBS_DIR")):
+        if d:
+            return os.fspath(d)
+    if uid == 0:
+        return "/var/spool/vm"
+    state = env.get("XDG_STATE_HOME")
+    if state:
+        return os.path.join(state, "vmspool")
+    home = env.get("HOME") or os.path.expanduser("~")
+    return os.path.join(home, ".local", "state", "vmspool")
+
+
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+def new_job_id(now=None):
+    """A ULID, as `spool submit` makes them: 26 characters that sort by
+    submit time, so that `ls` lists jobs in the order they came."""
+    ms = int((time.time() if now is None else now) * 1000)
+    n = (ms << 80) | secrets.randbits(80)
+    out = []
+    for _ in range(26):
+        out.append(_CROCKFORD[n & 31])
+        n >>= 5
+    return "".join(reversed(out))
+
+
+# --- submit: the tree written as spool submit writes it ---------------------
+
+def _dir_fd(path):
+    return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+
+
+def _write_durable(dfd, name, data):
+    """Write name in the directory dfd atomically and durably: a new
+    temporary (O_EXCL, never a link), fsync'd, renamed over name, and the
+    directory fsync'd."""
+    tmp = ".%s.%s" % (name, secrets.token_hex(8))
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o640, dir_fd=dfd)
+    try:
+        try:
+            os.fchmod(fd, 0o640)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+    except BaseException:
+        try:
+            os.unlink(tmp, dir_fd=dfd)
+        except OSError:
+            pass
+        raise
+    os.fsync(dfd)
+
+
+def _remove_name(dfd, name, shown):
+    """Remove name (never what a link there points to); gone is fine; a
+    directory in its place is refused."""
+    try:
+        st = os.lstat(name, dir_fd=dfd)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        raise SpoolError("%s: is a directory, not a document; move it aside by hand" % shown)
+    try:
+        os.unlink(name, dir_fd=dfd)
+    except FileNotFoundError:
+        pass
+
+
+def _open_subdir(dfd, name, shown):
+    try:
+        return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise SpoolError("%s is a symlink or a file, not a directory; remove it" % shown) from None
+        raise
+
+
+def submit(chat, argv=None, script=None, *, timeout=None, attempts=None, env=None, cwd=None,
+           job_id=None, spool=None):
+    """Queue a job for chat and return its id.
+
+    Give argv (a list: run directly, never through a shell) or script (bash
+    text, decided by the gate first). timeout is seconds or Go duration text
+    ("45m"); attempts how many times it may start in all; env extra
+    variables; cwd its working directory.
+
+    The order is the contract's: <job>.json written and fsync'd; the chat's
+    progress/<chat> and chats/<chat>/answer.json removed (a run of this
+    chat can never read the last run's ending); then <job>.ready created
+    and fsync'd, whose appearance queues the job. A bad id raises
+    InvalidID before any file is touched; on any error nothing of the job
+    is left behind.
+    """
+    _check_id("chat", chat)
+    if job_id is not None:
+        _check_id("job", job_id)
+    if (argv is None) == (script is None):
+        raise SpoolError('spec has %s; give exactly one' % ('both "argv" and "script"' if argv is not None else 'neither "argv" nor "script"'))
+    spec = {"id": job_id or new_job_id(), "chat": chat, "created": time.time()}
+    if argv is not None:
+        argv = [os.fspath(a) for a in argv]
+        if not argv or not argv[0]:
+            raise SpoolError('spec\'s "argv" is empty: nothing to run')
+        if any("\x00" in a for a in argv):
+            raise SpoolError('spec\'s "argv" holds a NUL byte')
+        spec["argv"] = argv
+    else:
+        if not script.strip():
+            raise SpoolError('spec\'s "script" is empty: nothing to run')
+        spec["script"] = script
+    if cwd:
+        spec["cwd"] = os.fspath(cwd)
+    if env:
+        for k in env:
+            if not k or "=" in k or "\x00" in k:
+                raise SpoolError('spec\'s "env" has an invalid name %s' % json.dumps(k))
+        spec["env"] = {str(k): str(v) for k, v in env.items()}
+    if timeout:
+        spec["timeout"] = timeout if isinstance(timeout, str) else "%gs" % float(timeout)
+    if attempts is not None:
+        if not 1 <= int(attempts) <= 100:
+            raise SpoolError('spec\'s "attempts" is %d; want 1 to 100' % int(attempts))
+        spec["attempts"] = int(attempts)
+    data = (json.dumps(spec, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+    if len(data) > MAX_DOCUMENT:
+        raise SpoolError("spec is %d bytes; limit %d" % (len(data), MAX_DOCUMENT))
+
+    root = resolve_spool(spool)
+    job = spec["id"]
+    try:
+        dfd = _dir_fd(root)
+    except FileNotFoundError:
+        raise SpoolError("spool %s: no such spool directory (create it with a daemon, or mkdir -p it)" % root) from None
+    except OSError as e:
+        raise SpoolError("spool %s: %s" % (root, e.strerror)) from None
+    try:
+        for ext in (".json", ".ready", ".running", ".done", ".failed", ".cancelled"):
+            try:
+                os.lstat(job + ext, dir_fd=dfd)
+                raise SpoolError("job %s: already exists (%s)" % (job, os.path.join(root, job + ext)))
+            except FileNotFoundError:
+                pass
+        try:
+            _write_durable(dfd, job + ".json", data)
+        except OSError as e:
+            raise SpoolError("job %s: writing spec: %s" % (job, e.strerror)) from None
+        try:
+            _clear_chat(dfd, root, chat)
+            _write_durable(dfd, job + ".ready", b"")
+        except BaseException as e:
+            try:
+                os.unlink(job + ".json", dir_fd=dfd)
+            except OSError:
+                pass
+            if isinstance(e, OSError):
+                raise SpoolError("job %s: %s" % (job, e.strerror)) from None
+            raise
+    finally:
+        os.close(dfd)
+    return job
+
+
+def _clear_chat(dfd, root, chat):
+    pfd = _open_subdir(dfd, "progress", os.path.join(root, "progress"))
+    if pfd is not None:
+        try:
+            _remove_name(pfd, chat, os.path.join(root, "progress", chat))
+        finally:
+            os.close(pfd)
+    cfd = _open_subdir(dfd, "chats", os.path.join(root, "chats"))
+    if cfd is None:
+        return
+    try:
+        chfd = _open_subdir(cfd, chat, os.path.join(root, "chats", chat))
+        if chfd is None:
+            return
+        try:
+            _remove_name(chfd, "answer.json", os.path.join(root, "chats", chat, "answer.json"))
+        finally:
+            os.close(chfd)
+    finally:
+        os.close(cfd)
+
+
+# --- the Go commands -------------------------------------------------------
+
+def _bin(name, bin_dir=None):
+    if bin_dir:
+        return os.path.join(bin_dir, name)
+    return shutil.which(name) or name
+
+
+def _run(cmd, *, stdin=None, timeout=None):
+    try:
+        p = subprocess.run(cmd, input=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=timeout, check=False)
+    except FileNotFoundError:
+        raise SpoolError("%s: not found (install vmspool's binaries, or pass bin_dir)" % cmd[0]) from None
+    return p
+
+
+def _error_of(p, default):
+    line = (p.stderr or b"").decode("utf-8", "replace").strip().splitlines()
+    return line[-1] if line else default
+
+
+def _raise(p, what):
+    msg = _error_of(p, "%s exited %d" % (what, p.returncode))
+    if p.returncode == 2 and "invalid id" in msg:
+        raise InvalidID(msg, p.returncode)
+    if "no such job" in msg:
+        raise NoSuchJob(msg, p.returncode)
+    raise SpoolError(msg, p.returncode)
+
+
+def _spool_args(spool, bin_dir):
+    return [_bin("spool", bin_dir), "--spool", resolve_spool(spool)]
+
+
+def answer(chat, text, *, question=None, spool=None, bin_dir=None):
+    """Answer the open question of chat's run (`spool answer`). Raises
+    NoQuestion if none is open, or if question names another."""
+    _check_id("chat", chat)
+    cmd = _spool_args(spool, bin_dir) + ["answer", "--chat", chat]
+    if question:
+        cmd += ["--question", question]
+    p = _run(cmd + ["--", text])
+    if p.returncode == 1:
+        raise NoQuestion(_error_of(p, "no question open"), 1)
+    if p.returncode != 0:
+        _raise(p, "spool answer")
+
+
+def cancel(job, *, wait=None, spool=None, bin_dir=None):
+    """Request a cancel of job (`spool cancel`). With wait (seconds), wait
+    that long for its end and return its final state (None if it did not
+    end in time)."""
+    _check_id("job", job)
+    cmd = _spool_args(spool, bin_dir) + ["cancel", job]
+    if wait:
+        cmd += ["--wait", "--timeout", "%gs" % float(wait)]
+    p = _run(cmd)
+    if wait and p.returncode == 124:
+        return None
+    if p.returncode != 0:
+        _raise(p, "spool cancel")
+    if wait:
+        out = p.stdout.decode().strip().split()
+        return next((w for w in out if w in FINAL_STATES), None)
+    return None
+
+
+def show(job, *, spool=None, bin_dir=None):
+    """Everything `spool show --json` says of job, as a dict."""
+    _check_id("job", job)
+    p = _run(_spool_args(spool, bin_dir) + ["show", "--json", job])
+    if p.returncode != 0:
+        _raise(p, "spool show")
+    return json.loads(p.stdout)
+
+
+def state(job, **kw):
+    """The job's state: new, queued, running, done, failed or cancelled."""
+    return show(job, **kw)["state"]
+
+
+def result(job, **kw):
+    """The job's result document (state, exit, error, attempt...) once it
+    has ended, else None."""
+    return show(job, **kw).get("result")
+
+
+# --- the gate ------------------------------------------------------------
+
+class Verdict:
+    """The gate's decision on one script (vmgate check --json)."""
+
+    def __init__(self, d):
+        self.allowed = bool(d.get("allowed"))
+        self.git = d.get("git")
+        self.reason = d.get("reason")
+        self.message = d.get("message") or ""
+        self.line = d.get("line")
+        self.command = d.get("command")
+
+    def __repr__(self):
+        return "Verdict(allowed=%r, git=%r, reason=%r)" % (self.allowed, self.git, self.reason)
+
+
+def gate(script, *, commit_tool=None, bin_dir=None):
+    """Ask vmgate whether script may run; return its Verdict."""
+    cmd = [_bin("vmgate", bin_dir), "check", "--json"]
+    if commit_tool:
+        cmd += ["--commit-tool", commit_tool]
+    p = _run(cmd + ["-"], stdin=script.encode("utf-8", "surrogateescape"))
+    if p.returncode not in (0, 1):
+        _raise(p, "vmgate check")
+    try:
+        return Verdict(json.loads(p.stdout))
+    except ValueError:
+        raise SpoolError(_error_of(p, "vmgate check printed no verdict")) from None
+
+
+def git_write_in(script, **kw):
+    """The old detector's answer: the git subcommand the script would write
+    with ("add", "commit", "push", ...), or None if the gate allows it. A
+    script refused for another reason (one the gate cannot read, or a
+    rule) gives that reason ("undecidable", "parse-error", "policy"), so
+    that `if git_write_in(s): refuse` still refuses it."""
+    v = gate(script, **kw)
+    if v.allowed:
+        return None
+    return v.git or v.reason or "git-write"
+
+
+# --- following a run -------------------------------------------------------
+
+class Question:
+    """A question the run asks: its id, text and options."""
+
+    def __init__(self, d):
+        d = d or {}
+        self.id = d.get("id") or ""
+        self.text = d.get("text") or ""
+        self.options = list(d.get("options") or [])
+
+    def __repr__(self):
+        return "Question(id=%r, text=%r, options=%r)" % (self.id, self.text, self.options)
+
+
+class Event:
+    """One thing to tell the person, as watchd says it.
+
+    kind is status, note (a daemon's note: start, gate, worker), answer,
+    question, gap (events lost to the window) or end (always the last).
+    text is the line a person reads; question is set on a question; state,
+    exit and error on the end; done is True on the end only.
+    """
+
+    def __init__(self, d, done=False):
+        self.kind = d.get("kind") or "status"
+        self.job = d.get("job") or ""
+        self.seq = d.get("seq") or 0
+        self.text = d.get("text") or ""
+        self.event = d.get("event")
+        self.question = Question(d["question"]) if d.get("question") else None
+        self.skipped = d.get("skipped") or 0
+        self.state = d.get("state")
+        self.exit = d.get("exit")
+        self.error = d.get("error")
+        self.done = done or self.kind == "end"
+
+    def __repr__(self):
+        return "Event(kind=%r, text=%r)" % (self.kind, self.text)
+
+
+def _event_of_line(line):
+    d = json.loads(line)
+    run = d.get("vmspool")
+    data = d.get("data") or {}
+    if run is None:
+        # A line without structure (the timeout's): a status, done or not.
+        return Event({"kind": "end" if data.get("done") else "status", "text": data.get("description", ""),
+                      "state": "timeout" if data.get("done") else None}, done=bool(data.get("done")))
+    return Event(run, done=bool(data.get("done")))
+
+
+def _follow_cmd(chat, job, every, timeout, spool, bin_dir, poll):
+    _check_id("chat", chat)
+    if job:
+        _check_id("job", job)
+    cmd = [_bin("watchd", bin_dir), "follow", "--spool", resolve_spool(spool), "--chat", chat, "--json"]
+    if job:
+        cmd += ["--job", job]
+    if every:
+        cmd += ["--every", "%gs" % float(every)]
+    if timeout:
+        cmd += ["--timeout", "%gs" % float(timeout)]
+    if poll:
+        cmd += ["--poll", "%gs" % float(poll)]
+    return cmd
+
+
+def follow(chat, job=None, *, url=None, every=None, timeout=None, spool=None, bin_dir=None, poll=None):
+    """Yield the Events of chat's run (job, if given: pass the id submit
+    returned, it keeps the guards exact) until its end, which is the last.
+
+    By default it runs `watchd follow --json`; with url (watchd serve's
+    base, "http://127.0.0.1:8377") it reads the chat's event stream. every
+    (seconds) relays at most one status per window, the newest winning.
+    timeout (seconds): the last Event is then an end with state
+    "timeout". Closing the generator stops the follower.
+    """
+    if url:
+        yield from _follow_url(url, chat, job, timeout)
+        return
+    cmd = _follow_cmd(chat, job, every, timeout, spool, bin_dir, poll)
+    try:
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except FileNotFoundError:
+        raise SpoolError("%s: not found (install vmspool's binaries, or pass bin_dir)" % cmd[0]) from None
+    ended = False
+    try:
+        for line in p.stdout:
+            if not line.strip():
+                continue
+            ev = _event_of_line(line)
+            yield ev
+            if ev.done:
+                ended = True
+                break
+    finally:
+        if p.poll() is None and not ended:
+            p.terminate()
+        err = p.stderr.read() if ended or p.poll() is not None else b""
+        p.wait()
+        p.stdout.close()
+        p.stderr.close()
+    if not ended and p.returncode not in (None, -15):
+        msg = err.decode("utf-8", "replace").strip().splitlines()
+        raise SpoolError(msg[-1] if msg else "watchd follow exited %d" % p.returncode, p.returncode)
+
+
+def _follow_url(base, chat, job, timeout):
+    _check_id("chat", chat)
+    q = {"job": job} if job else {}
+    url = "%s/chats/%s/events" % (base.rstrip("/"), urllib.parse.quote(chat))
+    if q:
+        url += "?" + urllib.parse.urlencode(q)
+    req = urllib.request.Request(url, headers={"Accept": "text/event-stream"})
+    deadline = time.monotonic() + timeout if timeout else None
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        kind, data = None, []
+        for raw in resp:
+            line = raw.decode("utf-8", "replace").rstrip("\r\n")
+            if line.startswith(":"):
+                pass
+            elif line.startswith("event:"):
+                kind = line[6:].strip()
+            elif line.startswith("data:"):
+                data.append(line[5:].lstrip())
+            elif line == "" and data:
+                d = json.loads("\n".join(data))
+                d.setdefault("kind", kind)
+                ev = Event(d)
+                yield ev
+                if ev.done:
+                    return
+                kind, data = None, []
+            if deadline and time.monotonic() > deadline:
+                yield Event({"kind": "end", "state": "timeout", "text": "timed out waiting for the run to end"})
+                return
+
+
+async def afollow(chat, job=None, *, url=None, every=None, timeout=None, spool=None, bin_dir=None, poll=None):
+    """follow() for asyncio: an async generator of the same Events.
+    Closing it, or cancelling the task that iterates it, ends watchd."""
+    if url:
+        async for ev in _athread(_follow_url(url, chat, job, timeout)):
+            yield ev
+        return
+    cmd = _follow_cmd(chat, job, every, timeout, spool, bin_dir, poll)
+    try:
+        p = await asyncio.create_subprocess_exec(*cmd, stdout=asyncio.subprocess.PIPE,
+                                                 stderr=asyncio.subprocess.PIPE, limit=4 << 20)
+    except FileNotFoundError:
+        raise SpoolError("%s: not found (install vmspool's binaries, or pass bin_dir)" % cmd[0]) from None
+    ended = False
+    try:
+        while True:
+            line = await p.stdout.readline()
+            if not line:
+                break
+            if not line.strip():
+                continue
+            ev = _event_of_line(line)
+            ended = ev.done
+            yield ev
+            if ended:
+                return
+    finally:
+        if p.returncode is None and not ended:
+            try:
+                p.terminate()
+            except ProcessLookupError:
+                pass
+        err = await p.stderr.read()
+        await p.wait()
+    if not ended:
+        msg = err.decode("utf-8", "replace").strip().splitlines()
+        raise SpoolError(msg[-1] if msg else "watchd follow exited %d" % p.returncode, p.returncode)
+
+
+async def _athread(gen):
+    """Iterate a blocking generator in a thread, for asyncio."""
+    loop = asyncio.get_running_loop()
+    q = asyncio.Queue()
+
+    def pump():
+        try:
+            for ev in gen:
+                loop.call_soon_threadsafe(q.put_nowait, ("ev", ev))
+        except BaseException as e:  # handed to the consumer
+            loop.call_soon_threadsafe(q.put_nowait, ("err", e))
+        loop.call_soon_threadsafe(q.put_nowait, ("eof", None))
+
+    threading.Thread(target=pump, name="vmspool-follow", daemon=True).start()
+    while True:
+        what, v = await q.get()
+        if what == "eof":
+            return
+        if what == "err":
+            raise v
+        yield v
+
+
+# --- relaying a run into an Open WebUI chat -----------------------------------
+
+_YES = ("yes", "y", "ok", "true")
+_NO = ("no", "n", "cancel", "false")
+
+
+def _yes_no(options):
+    """The (yes, no) options of a yes/no question, or None."""
+    if len(options) != 2:
+        return None
+    a, b = options
+    if a.strip().lower() in _YES and b.strip().lower() in _NO:
+        return a, b
+    if b.strip().lower() in _YES and a.strip().lower() in _NO:
+        return b, a
+    return None
+
+
+def answer_hint(chat, q):
+    """The shell line that answers q elsewhere."""
+    return "spool answer --chat %s --question %s TEXT" % (chat, q.id or "Q")
+
+
+async def relay(chat, job, emit, call=None, *, every=1.0, spool=None, bin_dir=None, url=None,
+                timeout=None, keep=5, title="The run asks"):
+    """Relay chat's run (job) into an Open WebUI chat until it ends, and
+    return its outcome: {"job", "state", "exit", "error", "statuses"} (the
+    last `keep` statuses).
+
+    emit is Open WebUI's __event_emitter__: statuses go to it as
+    {"type": "status", "data": {"description", "done", "hidden"}}, at most
+    one per `every` seconds (the newest winning; one still held when a
+    question or the end comes goes out just before it); a question and the
+    end are never held back, and the last status always
+    has "done": true, whatever happens (an error, a timeout, a cancel).
+
+    call is __event_call__: a question opens a dialog (confirmation for a
+    yes/no question, input otherwise) and the answer goes to that
+    question's id. A closed tab ({"error": ...}), a timeout (raised or
+    returned) or Cancel leaves the question open and says in a status how
+    to answer it elsewhere; the relay never waits for a dialog.
+
+    Cancelled (Open WebUI's stop button), it re-raises at once without a
+    last status: the caller decides what the stop means (vm_agent cancels
+    the job) and sends the "done" status itself.
+    """
+    statuses = []
+    dialogs = set()
+    last = {"done": False}
+
+    async def status(text, done=False):
+        await emit({"type": "status", "data": {"description": text, "done": done, "hidden": False}})
+        last["done"] = done
+
+    async def ask(q):
+        yn = _yes_no(q.options)
+        try:
+            if yn:
+                r = await call({"type": "confirmation", "data": {"title": title, "message": q.text}})
+                reply = yn[0] if r is True else None
+            else:
+                msg = q.text
+                if q.options:
+                    msg += "\n\n(" + " / ".join(q.options) + ")"
+                r = await call({"type": "input", "data": {"title": title, "message": msg,
+                                                          "placeholder": q.options[0] if q.options else "",
+                                                          "value": ""}})
+                reply = r if isinstance(r, str) and r != "" else None
+            why = "no answer given"
+            if isinstance(r, dict) and r.get("error"):
+                why = "the dialog could not be shown (%s)" % r["error"]
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # a timeout of the socket layer, or any other
+            reply, why = None, "the dialog ended without an answer (%s)" % (type(e).__name__,)
+        if reply is None:
+            await status("Question still open, %s: answer it with `%s`" % (why, answer_hint(chat, q)))
+            return
+        try:
+            await asyncio.to_thread(answer, chat, reply, question=q.id, spool=spool, bin_dir=bin_dir)
+        except NoQuestion:
+            await status("The question was answered elsewhere.")
+        except SpoolError as e:
+            await status("Could not answer (%s): answer it with `%s`" % (e, answer_hint(chat, q)))
+
+    outcome = {"job": job, "state": None, "exit": None, "error": None, "statuses": statuses}
+    # The throttle: a status goes out at once if none went out in the last
+    # `every` seconds, else it is held and the newest held one goes out at
+    # the window's end. A question or the end goes out at once, right after
+    # what is held: the person sees a short run's last words too.
+    held = {"text": None, "task": None, "at": 0.0}
+    loop = asyncio.get_running_loop()
+
+    async def flush_later(delay):
+        await asyncio.sleep(delay)
+        text, held["text"], held["task"] = held["text"], None, None
+        if text is not None:
+            held["at"] = loop.time()
+            await status(text)
+
+    async def throttled(text):
+        now = loop.time()
+        if not every or now - held["at"] >= every and held["task"] is None:
+            held["at"] = now
+            await status(text)
+            return
+        held["text"] = text
+        if held["task"] is None:
+            held["task"] = asyncio.ensure_future(flush_later(held["at"] + every - now))
+
+    def drop_held():
+        if held["task"] is not None:
+            held["task"].cancel()
+        held["text"], held["task"] = None, None
+
+    async def flush_held():
+        text = held["text"]
+        drop_held()
+        if text is not None:
+            await status(text)
+
+    events = afollow(chat, job, url=url, timeout=timeout, spool=spool, bin_dir=bin_dir)
+    try:
+        async for ev in events:
+            if ev.kind == "end":
+                await flush_held()
+                outcome.update(job=ev.job or job, state=ev.state, exit=ev.exit, error=ev.error)
+                await status(ev.text or "ended", done=True)
+                break
+            if ev.text:
+                statuses.append(ev.text)
+                del statuses[:-keep]
+            if ev.kind == "question" and ev.question is not None:
+                await flush_held()
+                held["at"] = loop.time()
+                await status("Question: " + ev.question.text)
+                if call is not None:
+                    t = asyncio.ensure_future(ask(ev.question))
+                    dialogs.add(t)
+                    t.add_done_callback(dialogs.discard)
+                else:
+                    await status("Answer it with `%s`" % answer_hint(chat, ev.question))
+                continue
+            await throttled(ev.text)
+        return outcome
+    except asyncio.CancelledError:
+        last["done"] = True  # the caller says how it ended (relay's doc)
+        raise
+    finally:
+        drop_held()
+        for t in list(dialogs):
+            t.cancel()
+        await events.aclose()
+        if not last["done"]:
+            await status("The relay stopped before the run's end.", done=True)
