@@ -477,6 +477,19 @@ func (r *EventReader) Each(fn func(Event)) error {
 	return r.scan(func(ev Event) bool { fn(ev); return true })
 }
 
+// EachN is Each for at most max events (max > 0): it reports whether more
+// may follow, so that a caller with other duties (a daemon's loop that also
+// heartbeats and times out the job) reads a flood in slices.
+func (r *EventReader) EachN(max int, fn func(Event)) (more bool, err error) {
+	n := 0
+	err = r.scan(func(ev Event) bool {
+		fn(ev)
+		n++
+		return n < max
+	})
+	return n >= max, err
+}
+
 // scan reads from where the last call stopped and hands each complete line
 // to fn as an event, until the file's end or until fn returns false; the
 // offset then stands just after the last line handed over.

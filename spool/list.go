@@ -32,6 +32,8 @@ type Row struct {
 	Error     *string `json:"error,omitempty"`
 	Finished  float64 `json:"finished,omitempty"`
 	Problem   string  `json:"problem,omitempty"`
+	// Limits are the limits an ended job reached (Result.Limits).
+	Limits []string `json:"limits,omitempty"`
 }
 
 // ListOptions narrows and tunes List.
@@ -233,6 +235,7 @@ func (s *Spool) fillRow(dirfd int, r *Row, f Files, now time.Time) {
 			}
 		}
 		r.Chat, r.Attempt, r.Worker, r.Exit, r.Error, r.Finished = res.Chat, res.Attempt, res.Worker, res.Exit, res.Error, res.Finished
+		r.Limits = res.Limits
 	case Running:
 		l, _, err := s.ReadLease(r.Job)
 		if err != nil {

@@ -19,6 +19,10 @@ type Result struct {
 	Attempt  int     `json:"attempt"`
 	First    int     `json:"first_attempt,omitempty"`
 	Worker   string  `json:"worker,omitempty"`
+	// Limits says which of the job's limits it reached, one phrase each,
+	// the limit's name first ("log: cut 3 times, 1.2 GiB not kept (limit
+	// 64 MiB)"), for `spool ls` and `spool show`.
+	Limits []string `json:"limits,omitempty"`
 }
 
 // Errorf sets the result's error text.

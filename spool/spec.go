@@ -27,6 +27,9 @@ type Spec struct {
 	// Attempts is how many times the job may be started in all, counting
 	// the first; 0 in a document means 1.
 	Attempts int `json:"attempts,omitempty"`
+	// Limits asks for other limits on what the job writes than the
+	// daemon's defaults, within its ceilings; nil: the defaults.
+	Limits *Limits `json:"limits,omitempty"`
 }
 
 // Validate checks what a daemon needs to run the spec, with a one-line
@@ -64,6 +67,9 @@ func (s *Spec) Validate() error {
 		if k == "" || bytes.ContainsAny([]byte(k), "=\x00") {
 			return fmt.Errorf(`spec's "env" has an invalid name %q`, k)
 		}
+	}
+	if err := s.Limits.validate(); err != nil {
+		return err
 	}
 	if s.Attempts < 0 || s.Attempts > MaxAttempts {
 		return fmt.Errorf(`spec's "attempts" is %d; want 1 to %d`, s.Attempts, MaxAttempts)
@@ -132,6 +138,9 @@ func (s *Spool) ReadSpec(job string) (*Spec, error) {
 // It returns the job's id. On an error nothing of the job is left behind.
 func (s *Spool) Submit(sp *Spec) (string, error) {
 	if err := sp.Validate(); err != nil {
+		return "", err
+	}
+	if err := s.Floor.Check(s.Dir); err != nil {
 		return "", err
 	}
 	now := time.Now()

@@ -53,8 +53,11 @@ var (
 // os.Root, so that no symlink can take a read or a write outside the tree.
 // A Spool is safe for concurrent use.
 type Spool struct {
-	Dir  string
-	root *os.Root
+	Dir string
+	// Floor, if not zero, is the free space below which Submit refuses a
+	// new job (ErrBelowFloor). Set it before the Spool is shared.
+	Floor Floor
+	root  *os.Root
 
 	// progress/ stays open between flushes (a flush is the hot path):
 	// prog is that directory, progID what an fstat of it said. Every use

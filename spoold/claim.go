@@ -45,6 +45,17 @@ func (d *Daemon) handle(it *item) {
 		d.q.push(it)
 		return
 	}
+	// Below the free-space floor nothing new is claimed: the job stays
+	// queued, and is tried again in a second (limits.go).
+	if d.belowFloor() {
+		if it.parked && it.chat != "" {
+			d.q.headDone(it.chat)
+			d.q.retry(it.chat)
+		}
+		it.at, it.parked = time.Now().Add(time.Second), false
+		d.q.push(it)
+		return
+	}
 	if err := d.s.CheckOwner(it.job+spool.ExtReady, fi); err != nil {
 		d.untrusted(it.job, err)
 		drop()

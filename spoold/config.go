@@ -65,6 +65,13 @@ type Config struct {
 	// Metrics counts what happened, for the metrics textfile; nil counts
 	// nothing (its methods are nil-safe).
 	Metrics *ops.SpooldMetrics
+	// Limits are every job's limits on what it writes into the tree
+	// (spool.Limits), unless its spec asks for others; Ceilings bound what
+	// a spec may ask. A zero field: no limit.
+	Limits, Ceilings spool.Limits
+	// Floor is the free space below which no job is claimed (running ones
+	// go on); zero: none.
+	Floor spool.Floor
 	// Ready, if set, is called once the daemon serves: the watch is set,
 	// the first scan and recovery are done and the workers started (for
 	// systemd's READY=1).

@@ -47,6 +47,10 @@ type Daemon struct {
 	bg        sync.WaitGroup // recoveries and cancels under way
 
 	devNull devNull // every job's stdin (run.go)
+
+	floorMu  sync.Mutex
+	floorAt  time.Time // when the free space was last checked (limits.go)
+	floorErr error     // non-nil while below the floor
 }
 
 // New checks the config and builds a daemon; it touches nothing yet.
@@ -192,6 +196,9 @@ func (d *Daemon) ticks(ctx context.Context) {
 			if d.q.parkedChats() > 0 {
 				d.q.retryAll()
 			}
+			// The free space is measured even with nothing queued, for
+			// the metrics and the log's one line per crossing.
+			d.belowFloor()
 		}
 	}
 }

@@ -35,6 +35,7 @@ const (
 	endTimeout
 	endShutdown
 	endLeaseLost
+	endLimit
 )
 
 // run is one attempt of a job that this daemon claimed.
@@ -60,6 +61,8 @@ type run struct {
 	started   time.Time
 	reason    ending
 	timeout   time.Duration
+	use       usage  // what it wrote against its limits (limits.go)
+	limitText string // the limit that ended it
 }
 
 func (r *run) requestCancel() { r.cancelOnce.Do(func() { close(r.cancelCh) }) }
@@ -94,6 +97,7 @@ func (d *Daemon) execute(sp *spool.Spec, l *spool.Lease, prev *spool.Lease, chat
 		wake: make(chan struct{}, 1), answerWake: make(chan struct{}, 1), cancelCh: make(chan struct{}),
 		answered: make(map[string]bool), started: time.Now(),
 	}
+	r.use.lim = d.limitsFor(sp)
 	r.er = d.s.NewEventReader(r.job)
 	r.ap = d.s.NewEventAppender(r.job)
 	defer r.ap.Close()
@@ -265,6 +269,12 @@ func (r *run) loop(exited <-chan error) {
 		defer t.Stop()
 		timeoutC = t.C
 	}
+	var limitC <-chan time.Time
+	if r.use.lim.Log > 0 || r.use.lim.Events > 0 {
+		t := time.NewTicker(limitEvery)
+		defer t.Stop()
+		limitC = t.C
+	}
 	var pollC <-chan time.Time
 	if d.cfg.Poll > 0 {
 		t := time.NewTicker(d.cfg.Poll)
@@ -314,6 +324,15 @@ func (r *run) loop(exited <-chan error) {
 			r.exited(err)
 			return
 		case <-r.wake:
+			// A job that floods its events keeps this case ready: its
+			// limits are measured here too, not only when the ticker wins.
+			if limitC != nil && time.Since(r.use.checked) >= limitEvery {
+				if why := r.checkLimits(); why != "" {
+					limitC = nil
+					r.limitText = why
+					stop(endLimit, why+": ending the job")
+				}
+			}
 			if wait := coalesce - time.Since(r.lastFlush); wait <= 0 {
 				r.sync()
 			} else if flushC == nil {
@@ -333,10 +352,11 @@ func (r *run) loop(exited <-chan error) {
 			r.checkAnswer()
 		case <-r.answerWake:
 			r.checkAnswer()
-		case <-recordT.C:
-			r.lease.PGID = r.pgid
-			if err := d.s.UpdateLease(r.lease); err != nil {
-				stop(endLeaseLost, "lease lost: stopping the job, writing nothing")
+		case <-limitC:
+			if why := r.checkLimits(); why != "" {
+				limitC = nil
+				r.limitText = why
+				stop(endLimit, why+": ending the job")
 			}
 		case <-recordT.C:
 			r.lease.PGID = r.pgid
@@ -428,6 +448,9 @@ func (r *run) exited(werr error) {
 	case endTimeout:
 		r.end(spool.Failed, exit, "timed out after "+r.timeout.String())
 		return
+	case endLimit:
+		r.end(spool.Failed, exit, r.limitText)
+		return
 	}
 	switch {
 	case werr == nil:
@@ -454,7 +477,39 @@ func (r *run) event(ev spool.Event) {
 // sync reads the events appended since the last call into the progress,
 // and flushes it.
 func (r *run) sync() {
-	err := r.er.Each(func(ev spool.Event) {
+	// At most syncSlice events a call: a flood is read in slices, between
+	// which the loop heartbeats, checks the limits and the timeout.
+	more, err := r.fold(syncSlice)
+	if err != nil {
+		r.log.WithError(err).Warn("reading events")
+	}
+	r.noteDropped(time.Now(), false)
+	if more {
+		select {
+		case r.wake <- struct{}{}:
+		default:
+		}
+	}
+	r.flush()
+	if r.p.Question != nil && !r.watching {
+		r.watchAnswers()
+		r.checkAnswer()
+	}
+}
+
+// fold reads the events appended since the last call, at most max of them
+// (0: all), into the progress, past the job's event rate (admit).
+func (r *run) fold(max int) (more bool, err error) {
+	now := time.Now()
+	n := 0
+	add := func(ev spool.Event) {
+		// A flood takes seconds to read: the rate's clock moves with it.
+		if n++; n%1024 == 0 {
+			now = time.Now()
+		}
+		if !r.admit(ev, now) {
+			return
+		}
 		if ev.Type == spool.EventQuestion {
 			r.d.cfg.Metrics.Asked()
 		}
@@ -466,15 +521,11 @@ func (r *run) sync() {
 			}
 		}
 		r.p.Add(ev)
-	})
-	if err != nil {
-		r.log.WithError(err).Warn("reading events")
 	}
-	r.flush()
-	if r.p.Question != nil && !r.watching {
-		r.watchAnswers()
-		r.checkAnswer()
+	if max <= 0 {
+		return false, r.er.Each(add)
 	}
+	return r.er.EachN(max, add)
 }
 
 func (r *run) flush() {
@@ -533,6 +584,7 @@ func (r *run) end(st spool.State, exit *int, errText string) {
 		r.log.Warn("lease lost before the end: writing nothing")
 		return
 	}
+	r.noteDropped(time.Now(), true)
 	text := string(st)
 	if exit != nil {
 		text += fmt.Sprintf(" (exit %d)", *exit)
@@ -546,6 +598,7 @@ func (r *run) end(st spool.State, exit *int, errText string) {
 	if errText != "" {
 		res.Error = &errText
 	}
+	res.Limits = r.use.hits()
 	// A result that cannot be written (a full disk) is tried again while
 	// the lease is kept fresh: given up, the lease would go stale and a
 	// recoverer would end the job "worker died", or run it again, though
@@ -569,7 +622,7 @@ func (r *run) end(st spool.State, exit *int, errText string) {
 			return
 		}
 	}
-	r.er.Each(r.p.Add)
+	r.fold(0)
 	r.p.State, r.p.Done, r.p.Exit, r.p.Error = st, true, exit, res.Error
 	r.p.Question = nil
 	r.flush()
@@ -595,7 +648,7 @@ func (r *run) requeue(why string, notBefore time.Time) {
 	}
 	text := fmt.Sprintf("%s; queued again (attempt %d of %d)", why, r.lease.Tries()+1, max)
 	r.event(spool.Event{Type: spool.EventWorker, Text: text})
-	r.er.Each(r.p.Add)
+	r.fold(0)
 	r.p.State, r.p.Question = spool.Queued, nil
 	r.flush()
 	ok, err := d.s.Requeue(r.lease, notBefore)

@@ -49,6 +49,10 @@ func diskSmall(t *testing.T) string {
 	return ""
 }
 
+// noFloor turns off spool submit's free-space floor, for the tests of a
+// disk that really fills.
+var noFloor = []string{"SPOOL_MIN_FREE=0", "SPOOL_MIN_FREE_PERCENT=0", "SPOOL_MIN_FREE_INODES=0"}
+
 // diskFill writes a file until the filesystem refuses another byte.
 func diskFill(t *testing.T, path string) {
 	t.Helper()
@@ -95,7 +99,9 @@ func TestDiskFull(t *testing.T) {
 	mnt := diskSmall(t)
 	dir := filepath.Join(mnt, "spool")
 	flag := filepath.Join(t.TempDir(), "go") // off the small disk
-	args := []string{"--spool", dir, "--workers", "2", "--lease", "2s", "--rescan", "1s", "--metrics-file", "off"}
+	// The floor is off: this test is about a disk that really fills (the
+	// floor's own test is TestLimitsFloor).
+	args := []string{"--spool", dir, "--workers", "2", "--lease", "2s", "--rescan", "1s", "--metrics-file", "off", "--min-free", "0", "--min-free-percent", "0", "--min-free-inodes", "0"}
 	a := relStart(t, "spoold", args...)
 	s := openSpool(t, dir, 300)
 	eventually(t, 10*time.Second, 20*time.Millisecond, "the tree", func() bool {
@@ -103,7 +109,7 @@ func TestDiskFull(t *testing.T) {
 		return err == nil
 	})
 	submit := func(args ...string) (string, string, error) {
-		cmd := command(raceEnv(), "spool", append([]string{"--spool", dir, "submit"}, args...)...)
+		cmd := command(append(raceEnv(), noFloor...), "spool", append([]string{"--spool", dir, "submit"}, args...)...)
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		err := cmd.Run()
@@ -231,7 +237,7 @@ func TestDiskFullRefused(t *testing.T) {
 		t.Skip("needs a tmpfs to leave exactly one page free")
 	}
 	dir := filepath.Join(mnt, "spool")
-	d := relStart(t, "spoold", "--spool", dir, "--lease", "1s", "--rescan", "1s", "--metrics-file", "off")
+	d := relStart(t, "spoold", "--spool", dir, "--lease", "1s", "--rescan", "1s", "--metrics-file", "off", "--min-free", "0", "--min-free-percent", "0", "--min-free-inodes", "0")
 	s := openSpool(t, dir, 300)
 	eventually(t, 10*time.Second, 20*time.Millisecond, "the tree", func() bool {
 		_, err := os.Stat(filepath.Join(dir, spool.GateDir))

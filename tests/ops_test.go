@@ -689,7 +689,8 @@ func TestOpsMakeInstall(t *testing.T) {
 		t.Skip("no make")
 	}
 	src := t.TempDir()
-	for _, p := range []string{"Makefile", "docs/operations.md"} {
+	for _, p := range []string{"Makefile", "docs/operations.md", "clients/python/vmspool.py",
+		"clients/openwebui/vm_agent.py", "clients/openwebui/vm_agent_progress.py"} {
 		opsCopy(t, filepath.Join("..", p), filepath.Join(src, p))
 	}
 	ents, _ := filepath.Glob(filepath.Join("..", "dist", "*", "*"))
@@ -707,16 +708,19 @@ func TestOpsMakeInstall(t *testing.T) {
 		t.Fatalf("make install: %v\n%s", err, out)
 	}
 	for path, mode := range map[string]os.FileMode{
-		"usr/bin/spoold":                        0o755,
-		"usr/bin/spool":                         0o755,
-		"usr/lib/systemd/system/spoold.service": 0o644,
-		"usr/lib/systemd/system/watchd.service": 0o644,
-		"usr/lib/systemd/system/vmgate.service": 0o644,
-		"usr/lib/sysusers.d/vmspool.conf":       0o644,
-		"usr/lib/tmpfiles.d/vmspool.conf":       0o644,
-		"etc/cron.d/vmspool":                    0o644,
-		"etc/logrotate.d/vmspool":               0o644,
-		"usr/share/doc/vmspool/operations.md":   0o644,
+		"usr/bin/spoold":                                   0o755,
+		"usr/bin/spool":                                    0o755,
+		"usr/lib/systemd/system/spoold.service":            0o644,
+		"usr/lib/systemd/system/watchd.service":            0o644,
+		"usr/lib/systemd/system/vmgate.service":            0o644,
+		"usr/lib/sysusers.d/vmspool.conf":                  0o644,
+		"usr/lib/tmpfiles.d/vmspool.conf":                  0o644,
+		"etc/cron.d/vmspool":                               0o644,
+		"etc/logrotate.d/vmspool":                          0o644,
+		"usr/share/doc/vmspool/operations.md":              0o644,
+		"usr/lib/vmspool/vmspool.py":                       0o644,
+		"usr/share/vmspool/openwebui/vm_agent.py":          0o644,
+		"usr/share/vmspool/openwebui/vm_agent_progress.py": 0o644,
 	} {
 		fi, err := os.Stat(filepath.Join(dest, path))
 		if err != nil {

@@ -91,6 +91,23 @@ class SubmitTest(SpoolCase):
         self.assertIn("no such spool directory", str(cm.exception))
         self.assertEqual(listing(self.spool), before)
 
+    def test_floor(self):
+        # The spool's own disk is far above any floor; a floor above what
+        # it has refuses, in one line, and touches nothing.
+        before = listing(self.spool)
+        huge = {"SPOOL_MIN_FREE": "1000000T"}
+        with self.assertRaises(vmspool.SpoolError) as cm:
+            vmspool._check_floor(self.spool, huge)
+        self.assertIn("below the free-space floor", str(cm.exception))
+        os.environ.update(huge)
+        try:
+            with self.assertRaises(vmspool.SpoolError):
+                vmspool.submit("c", argv=["true"], spool=self.spool)
+        finally:
+            del os.environ["SPOOL_MIN_FREE"]
+        self.assertEqual(listing(self.spool), before)
+        vmspool._check_floor(self.spool, {"SPOOL_MIN_FREE": "0", "SPOOL_MIN_FREE_PERCENT": "0"})
+
     def test_symlinked_progress_is_removed_not_followed(self):
         outside = os.path.join(self.tmp, "outside")
         write(outside, "keep")

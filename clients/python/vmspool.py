@@ -229,6 +229,7 @@ def submit(chat, argv=None, script=None, *, timeout=None, attempts=None, env=Non
 
     root = resolve_spool(spool)
     job = spec["id"]
+    _check_floor(root)
     try:
         dfd = _dir_fd(root)
     except FileNotFoundError:
@@ -260,6 +261,50 @@ def submit(chat, argv=None, script=None, *, timeout=None, attempts=None, env=Non
     finally:
         os.close(dfd)
     return job
+
+
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
+               "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tb": 1 << 40,
+               "tib": 1 << 40}
+
+
+def _size(s):
+    m = re.match(r"\s*([0-9.]+)\s*([A-Za-z]*)\s*\Z", s)
+    if not m or m.group(2).lower() not in _SIZE_UNITS:
+        raise SpoolError("size %s: want bytes, or a number with k, M, G or T (powers of 1024)" % json.dumps(s))
+    return int(float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()])
+
+
+def _fmt_size(n):
+    for unit, k in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= k:
+            return "%.1f %s" % (n / k, unit)
+    return "%d bytes" % n
+
+
+def _check_floor(root, environ=None):
+    """Refuse below the spool's free-space floor, as spool submit does:
+    64 MiB, 1 % or 1,000 inodes free, or what $SPOOL_MIN_FREE,
+    $SPOOL_MIN_FREE_PERCENT and $SPOOL_MIN_FREE_INODES say (0: off)."""
+    env = os.environ if environ is None else environ
+    floor_bytes = _size(env.get("SPOOL_MIN_FREE") or "64MiB")
+    floor_pct = float((env.get("SPOOL_MIN_FREE_PERCENT") or "1").rstrip("%"))
+    floor_inodes = int(env.get("SPOOL_MIN_FREE_INODES") or "1000")
+    try:
+        st = os.statvfs(root)
+    except OSError:
+        return  # the open that follows says what is wrong
+    free, size = st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
+    hint = 'free some space, or lower the floor (docs/operations.md, "Limits")'
+    why = None
+    if floor_bytes and free < floor_bytes:
+        why = "%s free, the floor is %s" % (_fmt_size(free), _fmt_size(floor_bytes))
+    elif floor_pct and size and free * 100 < floor_pct * size:
+        why = "%.2f%% free, the floor is %g%%" % (free * 100 / size, floor_pct)
+    elif floor_inodes and st.f_files and st.f_ffree < floor_inodes:
+        why = "%d inodes free, the floor is %d" % (st.f_ffree, floor_inodes)
+    if why:
+        raise SpoolError("spool %s: below the free-space floor: %s; %s" % (root, why, hint))
 
 
 def _clear_chat(dfd, root, chat):

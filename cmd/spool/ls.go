@@ -124,11 +124,25 @@ func note(r *spool.Row, now time.Time) string {
 	case r.State == spool.Running && r.Worker != "":
 		return "worker " + r.Worker
 	case r.Error != nil:
-		return brief(*r.Error)
+		return brief(*r.Error) + limitsNote(r.Limits)
 	case r.Exit != nil:
-		return fmt.Sprintf("exit %d", *r.Exit)
+		return fmt.Sprintf("exit %d", *r.Exit) + limitsNote(r.Limits)
 	}
-	return ""
+	return strings.TrimPrefix(limitsNote(r.Limits), "; ")
+}
+
+// limitsNote says that a job reached one of its limits (the whole phrase
+// is in spool show).
+func limitsNote(l []string) string {
+	if len(l) == 0 {
+		return ""
+	}
+	kinds := make([]string, 0, len(l))
+	for _, s := range l {
+		w, _, _ := strings.Cut(s, ":")
+		kinds = append(kinds, w)
+	}
+	return "; limit: " + strings.Join(kinds, ", ")
 }
 
 // brief is the first line of an error, cut to fit a row: a table is read at

@@ -198,6 +198,9 @@ func printView(w io.Writer, v *jobView, now time.Time) {
 			s += ", finished " + ago(r.Finished)
 		}
 		kv("result", "%s", s)
+		for _, l := range r.Limits {
+			kv("limit", "%s", l)
+		}
 	}
 	if v.Cancel {
 		kv("cancel", "requested")

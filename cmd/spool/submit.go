@@ -18,6 +18,9 @@ const submitUsage = `usage: spool submit --chat C [--timeout D] [--attempts N] [
 Queues a job: writes <job>.json, removes progress/<chat> and
 chats/<chat>/answer.json, then creates <job>.ready (SPOOL.md, invariant 6).
 Prints the job id (a ULID unless --id). Nothing is written on bad input.
+Below the spool's free-space floor (64 MiB, 1 % or 1,000 inodes free;
+$SPOOL_MIN_FREE, $SPOOL_MIN_FREE_PERCENT, $SPOOL_MIN_FREE_INODES, 0 for
+off) the job is refused.
 `
 
 // envList collects repeated --env K=V.
@@ -117,11 +120,18 @@ func (a *app) submit(args []string) error {
 	if err := sp.Validate(); err != nil {
 		return bad("%v", err)
 	}
+	floor, err := spool.FloorFromEnv(a.getenv)
+	if err != nil {
+		return bad("%v", err)
+	}
 	s, err := a.open()
 	if err != nil {
 		return err
 	}
 	defer s.Close()
+	// Below the floor a submit is refused, as spoold stops claiming: a
+	// runaway job filling the disk must not take the queue with it.
+	s.Floor = floor
 	job, err := s.Submit(sp)
 	if err != nil {
 		// Submit leaves nothing behind; a spool that cannot be written

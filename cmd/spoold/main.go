@@ -26,6 +26,8 @@ import (
 const usage = `usage: spoold [--spool DIR] [--workers N] [--lease D] [--grace D] [--kill-grace D]
               [--host NAME] [--worker NAME] [--poll D] [--rescan D] [--max-timeout D]
               [--commit-tool NAME] [--metrics-file PATH] [--metrics-every D] [--log-level L]
+              [--max-log SIZE] [--max-events SIZE] [--max-event-rate N] [--limits-ceiling N]
+              [--min-free SIZE] [--min-free-percent P] [--min-free-inodes N]
 
 Runs the spool's queue until SIGTERM or SIGINT; then stops claiming, lets
 running jobs finish for --grace, and puts any still running back in the
@@ -60,6 +62,13 @@ func run(args []string, stderr io.Writer) int {
 		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
 		metricsOut = fs.String("metrics-file", "", "node_exporter textfile `PATH` for the metrics (default <spool>/metrics/spoold-<host>.prom; off: none)")
 		metricsDt  = fs.Duration("metrics-every", ops.DefaultTextfileEvery, "how often the metrics textfile is written")
+		maxLog     = fs.String("max-log", "64MiB", "cut a job's log back when it passes `SIZE` (0: no limit)")
+		maxEvents  = fs.String("max-events", "64MiB", "end a job whose events pass `SIZE` (0: no limit)")
+		eventRate  = fs.Int("max-event-rate", 100, "relay at most `N` events a second of a job to its chat (0: no limit)")
+		ceiling    = fs.Int("limits-ceiling", 4, "a spec's \"limits\" may ask for up to `N` times the limits above")
+		minFree    = fs.String("min-free", spool.FormatSizeFlag(spool.DefaultFloor.Bytes), "claim no new job while less than `SIZE` is free (0: off)")
+		minPct     = fs.Float64("min-free-percent", spool.DefaultFloor.Percent, "nor while less than `P` percent is free (0: off)")
+		minInodes  = fs.Int64("min-free-inodes", spool.DefaultFloor.Inodes, "nor while fewer than `N` inodes are free (0: off)")
 		version    = fs.Bool("version", false, "print the version and exit")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -89,7 +98,25 @@ func run(args []string, stderr io.Writer) int {
 		return usageErr(stderr, "--grace and --kill-grace must be positive")
 	case *poll < 0 || *rescan <= 0 || *maxTimeout < 0 || *metricsDt <= 0:
 		return usageErr(stderr, "--poll, --rescan, --max-timeout and --metrics-every must be positive")
+	case *eventRate < 0 || *ceiling < 1 || *minPct < 0 || *minPct > 100 || *minInodes < 0:
+		return usageErr(stderr, "--max-event-rate and --min-free-inodes must not be negative, --limits-ceiling at least 1, --min-free-percent 0 to 100")
 	}
+	var limits spool.Limits
+	var floor spool.Floor
+	for _, sz := range []struct {
+		name string
+		flag string
+		to   *int64
+	}{{"--max-log", *maxLog, &limits.Log}, {"--max-events", *maxEvents, &limits.Events}, {"--min-free", *minFree, &floor.Bytes}} {
+		n, err := spool.ParseSize(sz.flag)
+		if err != nil {
+			return usageErr(stderr, "%s: %v", sz.name, err)
+		}
+		*sz.to = n
+	}
+	limits.EventRate = *eventRate
+	floor.Percent, floor.Inodes = *minPct, *minInodes
+	ceilings := spool.Limits{Log: limits.Log * int64(*ceiling), Events: limits.Events * int64(*ceiling), EventRate: limits.EventRate * *ceiling}
 	log, err := cli.Logger(stderr, *logLevel)
 	if err != nil {
 		return usageErr(stderr, "%v", err)
@@ -121,7 +148,7 @@ func run(args []string, stderr io.Writer) int {
 	d, err := spoold.New(spoold.Config{
 		Spool: s, Workers: *workers, Lease: *lease, Grace: *grace, KillGrace: *killGrace,
 		Host: *host, Worker: *worker, Poll: *poll, Rescan: *rescan, MaxTimeout: *maxTimeout,
-		Env: env, Log: log, Metrics: metrics,
+		Env: env, Log: log, Metrics: metrics, Limits: limits, Ceilings: ceilings, Floor: floor,
 		Ready: func() { notifier.Ready() },
 		Gate: func(script string) spoold.Verdict {
 			began := time.Now()

@@ -21,6 +21,7 @@ var (
 var (
 	finalStates     = []string{"done", "failed", "cancelled"}
 	recoveryActions = []string{"requeued", "failed"}
+	limitKinds      = []string{"log", "events", "event_rate"}
 )
 
 func oneOf(v string, allowed []string) string {
@@ -45,6 +46,10 @@ type SpooldMetrics struct {
 	flushes      prometheus.Counter
 	questions    prometheus.Counter
 	answers      prometheus.Counter
+	limitHits    *prometheus.CounterVec
+	freeBytes    prometheus.Gauge
+	freeInodes   prometheus.Gauge
+	belowFloor   prometheus.Gauge
 }
 
 // NewSpooldMetrics registers spoold's metrics with reg.
@@ -93,9 +98,29 @@ func NewSpooldMetrics(reg prometheus.Registerer) *SpooldMetrics {
 			Namespace: Namespace, Subsystem: sub, Name: "answers_total",
 			Help: "Answers relayed to the jobs that asked.",
 		}),
+		limitHits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Subsystem: sub, Name: "limit_hits_total",
+			Help: "Times a job reached one of its limits: log (the log was cut), events (the job was ended), event_rate (events were not relayed).",
+		}, []string{"limit"}),
+		freeBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: Namespace, Subsystem: sub, Name: "spool_free_bytes",
+			Help: "Free bytes of the spool's filesystem, as last checked.",
+		}),
+		freeInodes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: Namespace, Subsystem: sub, Name: "spool_free_inodes",
+			Help: "Free inodes of the spool's filesystem, as last checked.",
+		}),
+		belowFloor: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: Namespace, Subsystem: sub, Name: "below_floor",
+			Help: "1 while the spool's free space is below the floor and no job is claimed, else 0.",
+		}),
 	}
 	reg.MustRegister(m.claims, m.claimLatency, m.ended, m.runTime, m.running,
-		m.recoveries, m.leaseLost, m.flushes, m.questions, m.answers)
+		m.recoveries, m.leaseLost, m.flushes, m.questions, m.answers,
+		m.limitHits, m.freeBytes, m.freeInodes, m.belowFloor)
+	for _, k := range limitKinds {
+		m.limitHits.WithLabelValues(k)
+	}
 	// Every series exists from the start at 0, so that rate() and alerts
 	// see the first job end rather than a series appearing.
 	for _, st := range finalStates {
@@ -187,6 +212,29 @@ func (m *SpooldMetrics) Asked() {
 		return
 	}
 	m.questions.Inc()
+}
+
+// LimitHit counts a job reaching one of its limits (log, events,
+// event_rate).
+func (m *SpooldMetrics) LimitHit(kind string) {
+	if m == nil {
+		return
+	}
+	m.limitHits.WithLabelValues(oneOf(kind, limitKinds)).Inc()
+}
+
+// Space records the spool's free space, and whether it is below the floor.
+func (m *SpooldMetrics) Space(freeBytes, freeInodes int64, below bool) {
+	if m == nil {
+		return
+	}
+	m.freeBytes.Set(float64(freeBytes))
+	m.freeInodes.Set(float64(freeInodes))
+	v := 0.0
+	if below {
+		v = 1
+	}
+	m.belowFloor.Set(v)
 }
 
 // Answered counts an answer relayed to a job.
