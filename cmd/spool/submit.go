@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +15,7 @@ import (
 const submitUsage = `usage: spool submit --chat C [--timeout D] [--attempts N] [--cwd DIR] [--env K=V]... [--id ID] -- ARGV...
        spool submit --chat C [flags] --script FILE|-
        spool submit --spec FILE|-
+       spool submit --batch FILE|-
 
 Queues a job: writes <job>.json, removes progress/<chat> and
 chats/<chat>/answer.json, then creates <job>.ready (SPOOL.md, invariant 6).
@@ -21,6 +23,11 @@ Prints the job id (a ULID unless --id). Nothing is written on bad input.
 Below the spool's free-space floor (64 MiB, 1 % or 1,000 inodes free;
 $SPOOL_MIN_FREE, $SPOOL_MIN_FREE_PERCENT, $SPOOL_MIN_FREE_INODES, 0 for
 off) the job is refused.
+
+--batch queues one spec document a line (JSON, as --spec takes; blank
+lines are skipped) in one process, and prints one id a line: the specs
+are made durable together, then the markers (docs/spool-format.md). A bad
+line stops it with its number, and nothing of the batch is queued.
 `
 
 // envList collects repeated --env K=V.
@@ -48,11 +55,18 @@ func (a *app) submit(args []string) error {
 	id := c.String("id", "", "the job's `ID` (default: a fresh ULID)")
 	script := c.String("script", "", "run the script in `FILE` (- for stdin) through the gate")
 	specFile := c.String("spec", "", "queue the spec document in `FILE` (- for stdin)")
+	batch := c.String("batch", "", "queue the spec documents in `FILE` (- for stdin), one a line")
 	argv, err := c.parse(args)
 	if err != nil {
 		return err
 	}
 	bad := func(format string, args ...any) error { return &exitError{cli.ExitUsage, fmt.Sprintf(format, args...)} }
+	if *batch != "" {
+		if *chat != "" || *script != "" || *specFile != "" || len(argv) > 0 || len(env) > 0 || *cwd != "" || timeout.set || *attempts != 0 || *id != "" {
+			return usageErr("submit", "--batch takes every job from its lines; give no other job flags or ARGV")
+		}
+		return a.submitBatch(*batch)
+	}
 	var sp *spool.Spec
 	switch {
 	case *specFile != "":
@@ -139,6 +153,71 @@ func (a *app) submit(args []string) error {
 		return bad("%v", err)
 	}
 	fmt.Fprintln(a.stdout, job)
+	return nil
+}
+
+// submitBatch queues the specs of name, one a line: every line is parsed
+// and checked first, so that a bad one queues nothing.
+func (a *app) submitBatch(name string) error {
+	bad := func(format string, args ...any) error { return &exitError{cli.ExitUsage, fmt.Sprintf(format, args...)} }
+	var r io.Reader = a.stdin
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return bad("batch %s: %v", name, err)
+		}
+		defer f.Close()
+		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+			return bad("batch %s: not a regular file", name)
+		}
+		r = f
+	}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), spool.MaxDocument+1)
+	var specs []*spool.Spec
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Bytes()
+		if len(strings.TrimSpace(string(line))) == 0 {
+			continue
+		}
+		sp, err := spool.ParseSpec(line)
+		if err == nil && sp.ID != "" {
+			err = spool.CheckJobID(sp.ID)
+		}
+		if err != nil {
+			return bad("batch %s: line %d: %v; nothing was queued", name, n, err)
+		}
+		specs = append(specs, sp)
+	}
+	if err := sc.Err(); err != nil {
+		return bad("batch %s: %v; nothing was queued", name, err)
+	}
+	if len(specs) == 0 {
+		return bad("batch %s: no spec in it", name)
+	}
+	floor, err := spool.FloorFromEnv(a.getenv)
+	if err != nil {
+		return bad("%v", err)
+	}
+	s, err := a.open()
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	s.Floor = floor
+	ids, err := s.SubmitBatch(specs)
+	w := bufio.NewWriter(a.stdout)
+	for _, id := range ids {
+		w.WriteString(id + "\n")
+	}
+	w.Flush()
+	if err != nil {
+		if len(ids) > 0 {
+			// Some are queued and printed; the rest are not.
+			return &exitError{cli.ExitFail, fmt.Sprintf("batch %s: %v; the %d ids printed were queued, the rest not", name, err, len(ids))}
+		}
+		return bad("batch %s: %v; nothing was queued", name, err)
+	}
 	return nil
 }
 
