@@ -450,6 +450,58 @@ func (s *Spool) NewEventReader(job string) *EventReader {
 // Seq returns the seq of the last complete line read.
 func (r *EventReader) Seq() int64 { return r.seq }
 
+// FastForward skips, when more than 2*keep bytes are unread, all but about
+// the last keep of them: their lines are counted (so seqs stay line
+// numbers) but not parsed, and how many were skipped is returned. A daemon
+// ending a job that flooded its events uses it: only the latest events
+// reach a progress document, and counting newlines costs a fraction of
+// parsing them.
+func (r *EventReader) FastForward(keep int64) (int64, error) {
+	if err := CheckJobID(r.job); err != nil {
+		return 0, err
+	}
+	f, fi, err := openRegular(r.s.root, r.job+ExtEvents, os.O_RDONLY)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("job %s: events: %w", r.job, err)
+	}
+	defer f.Close()
+	end := fi.Size() - keep
+	if fi.Size()-r.off <= 2*keep || end <= r.off {
+		return 0, nil
+	}
+	buf := make([]byte, 256<<10)
+	var lines int64
+	lastNL := int64(-1)
+	for off := r.off; off < end; {
+		k, err := f.ReadAt(buf[:min(int64(len(buf)), end-off)], off)
+		if k > 0 {
+			chunk := buf[:k]
+			lines += int64(bytes.Count(chunk, []byte{'\n'}))
+			if i := bytes.LastIndexByte(chunk, '\n'); i >= 0 {
+				lastNL = off + int64(i)
+			}
+			off += int64(k)
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return 0, fmt.Errorf("job %s: events: %w", r.job, err)
+		}
+	}
+	if lastNL < 0 {
+		return 0, nil
+	}
+	// The line in progress (r.part) ended at the first newline counted.
+	r.seq += lines
+	r.off = lastNL + 1
+	r.part, r.long = r.part[:0], 0
+	return lines, nil
+}
+
 // MaxReadEvents is the most events one Read returns: the rest wait for
 // the next call, so that a file of millions of empty lines costs a reader
 // no more memory than a file of a few.

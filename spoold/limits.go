@@ -2,6 +2,8 @@ package spoold
 
 import (
 	"fmt"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -23,6 +25,43 @@ const limitEvery = 50 * time.Millisecond
 // progress: a job appending at disk speed must not keep the loop from its
 // heartbeat, its timeout and its limits.
 const syncSlice = 8192
+
+// syncBudget is how long one pass of the loop may read a flood.
+const syncBudget = 50 * time.Millisecond
+
+// watchLimits measures the job's log and events every limitEvery in a
+// goroutine of its own, until stop; an events file past its limit is sent
+// on hit (once), the job's group having been sent SIGTERM at once. stop
+// returns once the goroutine is gone: the usage it wrote may then be read.
+func (r *run) watchLimits() (hit <-chan string, stop func()) {
+	if r.use.lim.Log <= 0 && r.use.lim.Events <= 0 {
+		return nil, func() {}
+	}
+	h := make(chan string, 1)
+	done, gone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(gone)
+		t := time.NewTicker(limitEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if why := r.checkLimits(); why != "" {
+					if r.pgid > 0 {
+						signalGroup(r.pgid, syscall.SIGTERM)
+					}
+					h <- why
+					<-done
+					return
+				}
+			}
+		}
+	}()
+	var once sync.Once
+	return h, func() { once.Do(func() { close(done); <-gone }) }
+}
 
 // limitsFor is the job's limits: the daemon's, or what its spec asks
 // within the daemon's ceilings.
@@ -46,7 +85,9 @@ func askFor(def, want, ceiling int64) int64 {
 	return want
 }
 
-// usage is what a run has written against its limits.
+// usage is what a run has written against its limits. The log and events
+// fields are the limit watcher's (watchLimits) until it stops; the rate's
+// are the run loop's.
 type usage struct {
 	lim       spool.Limits
 	logCuts   int
@@ -56,8 +97,7 @@ type usage struct {
 	dropped   int64     // events not relayed and not yet noted
 	noted     time.Time // when the last note of dropped events was made
 	dropTotal int64
-	eventsCap bool      // the events file passed its limit
-	checked   time.Time // when checkLimits last ran
+	eventsCap bool // the events file passed its limit
 }
 
 // checkLimits measures the job's log and events: a log past its limit is
@@ -66,7 +106,6 @@ type usage struct {
 // reason to end the job.
 func (r *run) checkLimits() (stop string) {
 	d, u := r.d, &r.use
-	u.checked = time.Now()
 	if u.lim.Log > 0 {
 		if fi, err := d.s.Stat(r.job + spool.ExtLog); err == nil && fi.Size() > u.lim.Log {
 			head, tail := u.lim.Log/2, u.lim.Log/4

@@ -269,12 +269,10 @@ func (r *run) loop(exited <-chan error) {
 		defer t.Stop()
 		timeoutC = t.C
 	}
-	var limitC <-chan time.Time
-	if r.use.lim.Log > 0 || r.use.lim.Events > 0 {
-		t := time.NewTicker(limitEvery)
-		defer t.Stop()
-		limitC = t.C
-	}
+	// The limits are measured by a goroutine of their own, which a flood
+	// of events keeping this loop busy does not delay (limits.go).
+	limitHit, stopLimits := r.watchLimits()
+	defer stopLimits()
 	var pollC <-chan time.Time
 	if d.cfg.Poll > 0 {
 		t := time.NewTicker(d.cfg.Poll)
@@ -321,18 +319,10 @@ func (r *run) loop(exited <-chan error) {
 	for {
 		select {
 		case err := <-exited:
+			stopLimits()
 			r.exited(err)
 			return
 		case <-r.wake:
-			// A job that floods its events keeps this case ready: its
-			// limits are measured here too, not only when the ticker wins.
-			if limitC != nil && time.Since(r.use.checked) >= limitEvery {
-				if why := r.checkLimits(); why != "" {
-					limitC = nil
-					r.limitText = why
-					stop(endLimit, why+": ending the job")
-				}
-			}
 			if wait := coalesce - time.Since(r.lastFlush); wait <= 0 {
 				r.sync()
 			} else if flushC == nil {
@@ -352,12 +342,10 @@ func (r *run) loop(exited <-chan error) {
 			r.checkAnswer()
 		case <-r.answerWake:
 			r.checkAnswer()
-		case <-limitC:
-			if why := r.checkLimits(); why != "" {
-				limitC = nil
-				r.limitText = why
-				stop(endLimit, why+": ending the job")
-			}
+		case why := <-limitHit:
+			limitHit = nil
+			r.limitText = why
+			stop(endLimit, why+": ending the job")
 		case <-recordT.C:
 			r.lease.PGID = r.pgid
 			if err := d.s.UpdateLease(r.lease); err != nil {
@@ -477,9 +465,13 @@ func (r *run) event(ev spool.Event) {
 // sync reads the events appended since the last call into the progress,
 // and flushes it.
 func (r *run) sync() {
-	// At most syncSlice events a call: a flood is read in slices, between
-	// which the loop heartbeats, checks the limits and the timeout.
+	// A flood is read in slices of syncSlice events for at most
+	// syncBudget, between which the loop heartbeats and times out the job.
+	began := time.Now()
 	more, err := r.fold(syncSlice)
+	for more && err == nil && time.Since(began) < syncBudget {
+		more, err = r.fold(syncSlice)
+	}
 	if err != nil {
 		r.log.WithError(err).Warn("reading events")
 	}
@@ -583,6 +575,11 @@ func (r *run) end(st spool.State, exit *int, errText string) {
 	if cur, _, err := d.s.ReadLease(r.job); err != nil || !cur.Same(r.lease) {
 		r.log.Warn("lease lost before the end: writing nothing")
 		return
+	}
+	// A job that flooded its events leaves more than a progress document
+	// can show: all but the last MiB are counted, not parsed, and noted.
+	if n, err := r.er.FastForward(1 << 20); err == nil && n > 0 {
+		r.use.dropped += n
 	}
 	r.noteDropped(time.Now(), true)
 	text := string(st)

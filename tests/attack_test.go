@@ -392,7 +392,7 @@ func TestAttackLockFIFO(t *testing.T) {
 // now: memory stays flat whatever the file's size.
 func TestAttackEventsFlood(t *testing.T) {
 	dir := newSpool(t)
-	const mb = 20
+	const mb = 5
 	job := spooldSubmit(t, dir, "--chat", "flood", "--", "sh", "-c",
 		fmt.Sprintf(`head -c %d /dev/zero | tr '\0' '\n' >> "$SPOOL_EVENTS"; sleep 1.2; spool say "after the flood"`, mb<<20))
 	p := spooldStart(t, dir)

@@ -83,6 +83,7 @@ func TestLimitsRunaway(t *testing.T) {
 		t.Errorf("the flood ended %s: %s", r.State, relStr(r.Error))
 	}
 	fi, _ := os.Stat(filepath.Join(dir, flood+".events"))
+	t.Logf("the flood's events: %d bytes when it was ended (limit %d)", fi.Size(), 2<<20)
 	if fi.Size() > 256<<20 {
 		t.Errorf("the flood's events reached %d bytes", fi.Size())
 	}
