@@ -131,10 +131,6 @@ func (s *Spool) Close() error {
 	return s.root.Close()
 }
 
-// Root returns the os.Root of the tree, for callers that need a file
-// operation this package does not name.
-func (s *Spool) Root() *os.Root { return s.root }
-
 // Path returns the host path of a name of the tree, for messages and for
 // handing to processes.
 func (s *Spool) Path(name string) string { return filepath.Join(s.Dir, name) }

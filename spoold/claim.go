@@ -1,12 +1,7 @@
 package spoold
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
-	"io"
-	"os"
-	"syscall"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -151,30 +146,11 @@ func (d *Daemon) claimEnd(job string) {
 	d.mu.Unlock()
 }
 
-// markerLease reads the lease a recovered job's marker holds: the attempt
-// before, whose processes must be gone before the next starts.
-func (d *Daemon) markerLease(job string) *spool.Lease {
-	f, err := d.s.Root().OpenFile(job+spool.ExtReady, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, spool.MaxDocument))
-	if err != nil || len(bytes.TrimSpace(b)) == 0 {
-		return nil
-	}
-	var l spool.Lease
-	if json.Unmarshal(b, &l) != nil || l.Worker == "" {
-		return nil
-	}
-	return &l
-}
-
 // endOrphansOf ends, before a recovered job is claimed again, what its last
 // attempt left running on this host (a spoold killed with -9 leaves its
 // jobs' processes behind, and they hold the chat's lock and the spec's).
 func (d *Daemon) endOrphansOf(job string) {
-	prev := d.markerLease(job)
+	prev := d.s.MarkerLease(job)
 	if prev == nil || prev.Host != d.cfg.Host || !d.attemptAlive(job) {
 		return
 	}
@@ -199,7 +175,7 @@ func (d *Daemon) refuse(job string, why error) {
 		return
 	}
 	msg := why.Error()
-	chat := looseChat(d.s, job)
+	chat := d.s.LooseChat(job)
 	lease.Chat = chat
 	e := d.log.WithFields(logrus.Fields{"job": job, "chat": chat, "worker": d.cfg.Worker, "attempt": lease.Attempt})
 	end, _ := d.s.AppendEvent(job, spool.Event{Type: spool.EventEnd, Text: "not run: " + msg, State: spool.Failed, Worker: d.cfg.Worker, Attempt: lease.Attempt})
@@ -247,23 +223,6 @@ func (d *Daemon) untrusted(job string, why error) {
 	e.WithField("error", why.Error()).Warn("refused: queued by an untrusted user; moved to corrupt/")
 }
 
-// looseChat reads the "chat" of a spec that does not validate, for its
-// progress only.
-func looseChat(s *spool.Spool, job string) string {
-	f, err := s.Root().OpenFile(job+spool.ExtSpec, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	var v struct {
-		Chat string `json:"chat"`
-	}
-	if json.NewDecoder(io.LimitReader(f, spool.MaxDocument)).Decode(&v) != nil || !spool.ValidID(v.Chat) {
-		return ""
-	}
-	return v.Chat
-}
-
 // cancelQueued ends a job that was cancelled while queued: claimed, so
 // that exactly one daemon ends it, then finished cancelled. Its chat's
 // progress is written only if the chat is free: otherwise it belongs to
@@ -281,7 +240,7 @@ func (d *Daemon) cancelQueued(job string) {
 	if serr == nil {
 		chat = sp.Chat
 	} else {
-		chat = looseChat(d.s, job)
+		chat = d.s.LooseChat(job)
 	}
 	e := d.log.WithFields(logrus.Fields{"job": job, "chat": chat, "worker": d.cfg.Worker, "attempt": lease.Attempt})
 	if prev != nil && prev.Host == d.cfg.Host {

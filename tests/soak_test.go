@@ -278,7 +278,7 @@ func (r *soakReader) pass() {
 		if f&spool.HasReady != 0 {
 			// A marker is empty (a submission), or holds the lease of a
 			// recovered attempt or the result of a requeued job.
-			b, err := s.Root().ReadFile(job + spool.ExtReady)
+			b, err := os.ReadFile(s.Path(job + spool.ExtReady))
 			if err == nil && len(bytes.TrimSpace(b)) > 0 && !json.Valid(b) {
 				err = fmt.Errorf("marker holds %q", b)
 			}
@@ -331,7 +331,7 @@ func (r *soakReader) pass() {
 // be seen half-copied), and is left for the next pass, as EventReader
 // does.
 func (r *soakReader) readEvents(job string) {
-	b, err := r.s.Root().ReadFile(job + spool.ExtEvents)
+	b, err := os.ReadFile(r.s.Path(job + spool.ExtEvents))
 	if err != nil {
 		return
 	}
@@ -354,12 +354,7 @@ func (r *soakReader) readEvents(job string) {
 }
 
 func relNames(s *spool.Spool, dir string) ([]string, error) {
-	d, err := s.Root().Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer d.Close()
-	return d.Readdirnames(-1)
+	return s.Names(dir, 0)
 }
 
 // soakSpan is one attempt as the trace recorded it.

@@ -119,14 +119,10 @@ type discard struct{}
 func (discard) Write(b []byte) (int, error) { return len(b), nil }
 
 func (h *Hub) ensureDir() error {
-	r := h.s.Root()
-	err := r.Mkdir(spool.ProgressDir, spool.DirMode)
-	if err == nil {
-		r.Chmod(spool.ProgressDir, spool.DirMode)
-	} else if !errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("spool %s: cannot create: %w", h.s.Path(spool.ProgressDir), err)
+	if err := h.s.EnsureDir(spool.ProgressDir); err != nil {
+		return err
 	}
-	fi, err := r.Lstat(spool.ProgressDir)
+	fi, err := h.s.Stat(spool.ProgressDir)
 	if err != nil {
 		return fmt.Errorf("spool %s: %w", h.s.Path(spool.ProgressDir), err)
 	}
@@ -210,7 +206,7 @@ func (h *Hub) Run(ctx context.Context) error {
 // checkDir re-adds the watch if progress/ was removed or replaced (an
 // operator's rm -r, an unmount): the old watch silently sees nothing.
 func (h *Hub) checkDir() {
-	fi, err := h.s.Root().Lstat(spool.ProgressDir)
+	fi, err := h.s.Stat(spool.ProgressDir)
 	if err == nil {
 		id := idOf(fi)
 		if id.dev == h.dir.dev && id.ino == h.dir.ino {
@@ -258,7 +254,7 @@ func (h *Hub) refresh(cw *chatWatch, ifChanged bool) {
 	defer cw.mu.Unlock()
 	name := spool.ProgressPath(cw.chat)
 	var id fileID
-	if fi, err := h.s.Root().Lstat(name); err == nil {
+	if fi, err := h.s.Stat(name); err == nil {
 		id = idOf(fi)
 	}
 	if ifChanged && cw.read && id == cw.seen {

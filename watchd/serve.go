@@ -168,13 +168,11 @@ type ChatInfo struct {
 // serveChats lists the chats that have a document, newest first. It reads
 // the directory once per request, never per event.
 func (s *Server) serveChats(w http.ResponseWriter, r *http.Request) {
-	d, err := s.cfg.Spool.Root().Open(spool.ProgressDir)
+	names, err := s.cfg.Spool.Names(spool.ProgressDir, s.cfg.MaxChats*2)
 	if err != nil {
 		httpError(w, http.StatusInternalServerError, "watchd: %v", err)
 		return
 	}
-	names, _ := d.Readdirnames(s.cfg.MaxChats * 2)
-	d.Close()
 	list := []ChatInfo{}
 	for _, n := range names {
 		if !spool.ValidID(n) || len(list) >= s.cfg.MaxChats {

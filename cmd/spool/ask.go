@@ -67,11 +67,9 @@ func (a *app) ask(args []string) error {
 		if _, err := s.Stat(d); err == nil {
 			continue
 		}
-		// Mkdir obeys the umask; the tree's modes do not.
-		if err := s.Root().Mkdir(d, spool.DirMode); err != nil && !errors.Is(err, fs.ErrExist) {
+		if err := s.EnsureDir(d); err != nil {
 			return fmt.Errorf("chat %s: %w", j.chat, err)
 		}
-		s.Root().Chmod(d, spool.DirMode)
 	}
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
