@@ -8,7 +8,7 @@ import (
 // DefaultRoot is where /var/spool/vm lives for root.
 const DefaultRoot = "/var/spool/vm"
 
-// ResolveDir picks the spool directory the way SPOOL.md says: the --spool
+// ResolveDir picks the spool directory the way docs/contract.md says: the --spool
 // flag wins, then $SPOOL_DIR, then $JOBS_DIR (the Python tools' name), then
 // /var/spool/vm for root and $XDG_STATE_HOME/vmspool (or
 // ~/.local/state/vmspool) for anyone else.

@@ -14,7 +14,7 @@ import (
 	"unicode/utf8"
 )
 
-// The event types of SPOOL.md, and the ones this project adds: worker (a
+// The event types of docs/contract.md, and the ones this project adds: worker (a
 // daemon's note about the run: recovered, requeued, lease lost), cancel
 // and timeout.
 const (

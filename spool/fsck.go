@@ -19,7 +19,7 @@ const (
 	FindAbandonedSpec     = "abandoned-spec"
 )
 
-// Finding is one thing of the tree that breaks SPOOL.md, and what Fsck did
+// Finding is one thing of the tree that breaks docs/contract.md, and what Fsck did
 // about it when asked to fix.
 type Finding struct {
 	Kind string `json:"kind"`
@@ -90,7 +90,7 @@ func (o *FsckOptions) defaults() {
 	}
 }
 
-// Fsck checks the tree against SPOOL.md's invariants and returns one
+// Fsck checks the tree against the invariants of docs/contract.md and returns one
 // finding per thing wrong; with opt.Fix it also repairs each, the way
 // docs/spool-format.md says:
 //

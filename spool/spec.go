@@ -86,7 +86,7 @@ func (s *Spec) MaxTries() int {
 }
 
 // ParseSpec parses and validates a spec document. Unknown fields are
-// ignored, as SPOOL.md asks of every reader.
+// ignored, as docs/contract.md asks of every reader.
 func ParseSpec(b []byte) (*Spec, error) {
 	var s Spec
 	b = bytes.TrimSpace(b)

@@ -81,7 +81,7 @@ func (d *Daemon) StopNow() {
 	d.intOnce.Do(func() { close(d.interrupt) })
 }
 
-// Run serves the spool until ctx is done, then shuts down as COMMANDS.md
+// Run serves the spool until ctx is done, then shuts down as docs/contract.md
 // says: it stops claiming, lets running jobs finish for the grace, ends
 // those still running and queues them again (or ends them, per their
 // attempts), and returns nil. It returns an error only if it cannot start.

@@ -311,7 +311,7 @@ func TestSpoolSubmitOrder(t *testing.T) {
 	}
 }
 
-// The hand submission of SPOOL.md, run as written with sh, gives the same
+// The hand submission of docs/contract.md, run as written with sh, gives the same
 // tree as `spool submit`.
 func TestSpoolHandSubmission(t *testing.T) {
 	const snippet = `cd "$SPOOL_DIR" && id=$(date +%Y%m%dT%H%M%S)-$$

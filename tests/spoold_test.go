@@ -127,7 +127,7 @@ func spooldSubmit(t testing.TB, dir string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// spooldHandSubmit queues a job the way SPOOL.md's snippet does, with
+// spooldHandSubmit queues a job the way the hand snippet of docs/contract.md does, with
 // nothing but sh and coreutils.
 func spooldHandSubmit(t testing.TB, dir, id, chat, spec string) {
 	t.Helper()

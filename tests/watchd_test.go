@@ -109,7 +109,7 @@ func watchdErr(err error) error {
 
 // watchdSays is a job's argv: it says each text, sleeping pause between
 // them, after a first sleep. It appends to $SPOOL_EVENTS the shell's way
-// (SPOOL.md), which costs no process per line: `spool say` is in the
+// (docs/contract.md), which costs no process per line: `spool say` is in the
 // other stories and the demo.
 func watchdSays(first, pause time.Duration, texts ...string) []string {
 	var b strings.Builder
@@ -325,7 +325,7 @@ func TestWatchdStampGuardWithoutRemoval(t *testing.T) {
 	if !f.running() {
 		t.Fatalf("the watcher took the previous run's document: exit %d, said %q", f.code, f.stdout.String())
 	}
-	// The hand submission of SPOOL.md, without its rm.
+	// The hand submission of docs/contract.md, without its rm.
 	spec := fmt.Sprintf(`{"chat":"c","argv":["sh","-c","spool say new-1; spool say new-2"]}`)
 	if err := os.WriteFile(filepath.Join(dir, ".j2.json"), []byte(spec), 0o640); err != nil {
 		t.Fatal(err)

@@ -4,7 +4,7 @@
 // or the run's end.
 //
 // It has three parts. A Follower is pure bookkeeping: documents in,
-// outputs out, with the two guards of SPOOL.md's invariant 7 (the start
+// outputs out, with the two guards of invariant 7 of docs/contract.md (the start
 // stamp and the job id) and the seq that makes each event said once, in
 // order. A Hub watches the progress/ directory once (fsnotify, or a poll
 // for shared filesystems) and hands each subscriber the newest document

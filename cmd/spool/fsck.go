@@ -10,7 +10,7 @@ import (
 
 const fsckUsage = `usage: spool fsck [--fix] [--json]
 
-Reports, one line each, what breaks SPOOL.md's invariants: a marker without
+Reports, one line each, what breaks the invariants of docs/contract.md: a marker without
 a spec, a job in two states at once, a lease whose worker is dead, a
 temporary older than an hour, a document that does not parse, a spec left
 without a marker for over an hour. With --fix, repairs each (see

@@ -20,7 +20,7 @@ import (
 
 const usage = `usage: spool [--spool DIR] COMMAND [flags] [args]
 
-The shell's view of the job spool (SPOOL.md). Commands:
+The shell's view of the job spool (docs/contract.md). Commands:
 
   submit --chat C [--timeout D] [--attempts N] [--cwd DIR] [--env K=V]... [--id ID] -- ARGV...
   submit --chat C --script FILE|-      queue a script job
@@ -33,7 +33,7 @@ The shell's view of the job spool (SPOOL.md). Commands:
   say TEXT                             inside a job: append a status event
   ask [--options a,b] [--timeout D] TEXT   inside a job: ask the person, print the answer
   gc [--older D] [--dry-run]           remove ended jobs' files older than D (default 7d)
-  fsck [--fix] [--json]                report (and repair) what breaks SPOOL.md
+  fsck [--fix] [--json]                report (and repair) what breaks docs/contract.md
 
 The spool is --spool DIR, else $SPOOL_DIR, else $JOBS_DIR, else
 /var/spool/vm for root and ${XDG_STATE_HOME:-~/.local/state}/vmspool.
@@ -230,7 +230,7 @@ func (c *command) help() string {
 	return b.String()
 }
 
-// dir resolves the spool directory the way SPOOL.md says.
+// dir resolves the spool directory the way docs/contract.md says.
 func (a *app) dir() string {
 	return spool.ResolveDir(a.spoolFlag, a.getenv, os.Getuid())
 }

@@ -18,7 +18,7 @@ const submitUsage = `usage: spool submit --chat C [--timeout D] [--attempts N] [
        spool submit --batch FILE|-
 
 Queues a job: writes <job>.json, removes progress/<chat> and
-chats/<chat>/answer.json, then creates <job>.ready (SPOOL.md, invariant 6).
+chats/<chat>/answer.json, then creates <job>.ready (docs/contract.md, invariant 6).
 Prints the job id (a ULID unless --id). Nothing is written on bad input.
 Below the spool's free-space floor (64 MiB, 1 % or 1,000 inodes free;
 $SPOOL_MIN_FREE, $SPOOL_MIN_FREE_PERCENT, $SPOOL_MIN_FREE_INODES, 0 for

@@ -12,7 +12,7 @@ import (
 	"golang.org/x/term"
 )
 
-// Exit codes shared by every command (COMMANDS.md).
+// Exit codes shared by every command (docs/contract.md).
 const (
 	ExitOK      = 0
 	ExitFail    = 1
