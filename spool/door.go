@@ -7,6 +7,9 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // The few operations the daemons and commands need beyond the documents'
@@ -82,4 +85,124 @@ func (s *Spool) Names(name string, max int) ([]string, error) {
 		err = nil
 	}
 	return names, err
+}
+
+// Dir is a subdirectory of the tree held open (gate/in, say), for a
+// daemon that keeps working in it: every operation goes through the handle
+// taken when it was opened, so a symlink swapped in at its name later
+// leads nowhere. A Dir is safe for concurrent use; Close releases it.
+type Dir struct {
+	Name string // its name in the tree, for messages
+	s    *Spool
+	root *os.Root
+	f    *os.File // the directory itself, for fsync and renameat
+}
+
+// OpenDir opens the directory name of the tree, making it (and any missing
+// parent in the tree) if missing. A symlink, or anything but a directory,
+// in its place is refused. Its mode is set to mode through its own
+// descriptor, never by path, when it differs.
+func (s *Spool) OpenDir(name string, mode os.FileMode) (*Dir, error) {
+	fail := func(err error) (*Dir, error) { return nil, fmt.Errorf("spool %s: %w", s.Path(name), err) }
+	refused := func(fi fs.FileInfo) (*Dir, error) {
+		return fail(fmt.Errorf("%w (%s, not a directory; a symlink is refused)", ErrNotRegular, kind(fi)))
+	}
+	if fi, err := s.root.Lstat(name); err == nil && !fi.IsDir() {
+		return refused(fi)
+	}
+	if err := s.root.MkdirAll(name, mode); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fail(err)
+	}
+	f, err := s.root.OpenFile(name, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		if lfi, lerr := s.root.Lstat(name); lerr == nil && !lfi.IsDir() {
+			return refused(lfi)
+		}
+		return fail(err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return fail(err)
+	}
+	if fi.Mode().Perm() != mode.Perm() {
+		// MkdirAll obeys the umask; the modes are part of the layout.
+		if err := f.Chmod(mode.Perm()); err != nil {
+			f.Close()
+			return fail(err)
+		}
+	}
+	r, err := s.root.OpenRoot(name)
+	if err != nil {
+		f.Close()
+		return fail(err)
+	}
+	// What was opened as a root must be what was checked.
+	if rfi, err := r.Stat("."); err != nil || !os.SameFile(fi, rfi) {
+		r.Close()
+		f.Close()
+		return fail(errors.New("replaced while being opened"))
+	}
+	return &Dir{Name: name, s: s, root: r, f: f}, nil
+}
+
+// Path returns the host path of a name of the directory, for messages.
+func (d *Dir) Path(name string) string { return d.s.Path(d.Name + "/" + name) }
+
+// Close releases the directory.
+func (d *Dir) Close() error {
+	d.root.Close()
+	return d.f.Close()
+}
+
+// Entries lists the directory.
+func (d *Dir) Entries() ([]fs.DirEntry, error) {
+	f, err := d.root.Open(".")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.ReadDir(-1)
+}
+
+// Lstat describes name, never what a symlink there points to.
+func (d *Dir) Lstat(name string) (fs.FileInfo, error) { return d.root.Lstat(name) }
+
+// Read reads name if it is a plain file of at most max bytes: opened
+// without following a link and without blocking on a FIFO, then checked
+// by fstat, so that nothing swapped in between a check and the read is
+// read. It wraps ErrNotRegular or ErrTooLarge when it is not one.
+func (d *Dir) Read(name string, max int64) ([]byte, error) {
+	b, _, err := readFile(d.root, name, max)
+	return b, err
+}
+
+// Write replaces name atomically and durably with data (mode FileMode).
+func (d *Dir) Write(name string, data []byte) error { return writeFile(d.root, name, data, true) }
+
+// Create opens name for writing, truncated (made if missing), never
+// through a link, for a log a process writes into.
+func (d *Dir) Create(name string) (*os.File, error) {
+	f, err := d.root.OpenFile(name, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, FileMode)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", d.Path(name), ErrNotRegular)
+	}
+	return f, nil
+}
+
+// Remove removes name (never a symlink's target); a missing name is not
+// an error.
+func (d *Dir) Remove(name string) error { return removeName(d.root, name) }
+
+// MoveTo renames name into the directory to as newname, through both held
+// handles (renameat), and makes the move durable (to is fsync'd).
+func (d *Dir) MoveTo(name string, to *Dir, newname string) error {
+	if err := unix.Renameat(int(d.f.Fd()), name, int(to.f.Fd()), newname); err != nil {
+		return &os.LinkError{Op: "rename", Old: d.Path(name), New: to.Path(newname), Err: err}
+	}
+	return to.f.Sync()
 }

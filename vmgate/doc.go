@@ -18,6 +18,7 @@
 // "undecidable". Nothing is ever run or expanded for real: no interp, no
 // command substitution, no user look-ups.
 //
-// Check is pure and safe for concurrent use; Server (serve.go) and
-// Machine (machine.go) are the daemon and runner built on it.
+// Check is pure and safe for concurrent use; Machine (machine.go) runs an
+// allowed script. The daemon over $SPOOL_DIR/gate/ is package gated, which
+// reaches the tree only through package spool.
 package vmgate

@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -24,6 +23,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/vmspool/vmspool/internal/cli"
+	"github.com/vmspool/vmspool/gated"
 	"github.com/vmspool/vmspool/internal/ops"
 	"github.com/vmspool/vmspool/spool"
 	"github.com/vmspool/vmspool/vmgate"
@@ -311,9 +311,21 @@ func serve(args []string, stdout, stderr io.Writer) (int, error) {
 	if err != nil {
 		return 0, usageError{err.Error()}
 	}
-	dir := filepath.Join(spool.ResolveDir(c.spool, os.Getenv, os.Getuid()), "gate")
-	cfg := vmgate.ServerConfig{
-		Dir: dir, Gate: g, Log: log, Poll: *poll, Rescan: *rescan,
+	// The spool is made if missing (the gate may be the only part of it
+	// on this machine); every file of it is then reached through package
+	// spool.
+	root := spool.ResolveDir(c.spool, os.Getenv, os.Getuid())
+	if err := os.MkdirAll(root, spool.DirMode); err != nil {
+		return cli.ExitFail, fmt.Errorf("spool %s: cannot create: %v", root, err)
+	}
+	sp, err := spool.Open(root)
+	if err != nil {
+		return cli.ExitFail, err
+	}
+	defer sp.Close()
+	dir := sp.Path(spool.GateDir)
+	cfg := gated.ServerConfig{
+		Spool: sp, Gate: g, Log: log, Poll: *poll, Rescan: *rescan,
 		Parallel: *parallel, Timeout: *timeout, Grace: *grace,
 	}
 	if *machine != "" {
@@ -353,7 +365,7 @@ func serve(args []string, stdout, stderr io.Writer) (int, error) {
 	}); err != nil {
 		log.WithError(err).Warn("no watchdog")
 	}
-	if err := vmgate.Serve(ctx, cfg); err != nil {
+	if err := gated.Serve(ctx, cfg); err != nil {
 		return cli.ExitFail, errors.New(strings.TrimPrefix(err.Error(), "vmgate: "))
 	}
 	log.Info("vmgate stopped")

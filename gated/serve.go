@@ -1,4 +1,11 @@
-package vmgate
+// Package gated is the script gate as a daemon over $SPOOL_DIR/gate/: the
+// agent's side writes a request (a script) into gate/in/, and the daemon
+// writes the verdict into gate/out/ before anything happens, then, with a
+// machine configured, runs an allowed script there and records its end.
+// The decision itself is package vmgate's; this package only moves files,
+// and only through package spool, which holds each gate directory open
+// from the start (docs/gate.md, "serve").
+package gated
 
 import (
 	"context"
@@ -7,11 +14,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,8 +24,9 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
-	"github.com/google/renameio/v2"
 	"github.com/sirupsen/logrus"
+	"github.com/vmspool/vmspool/spool"
+	"github.com/vmspool/vmspool/vmgate"
 )
 
 // The serve layout under $SPOOL_DIR/gate/ (docs/gate.md):
@@ -42,11 +48,6 @@ const (
 // MaxRequest bounds a request's size: a bigger one is moved aside.
 const MaxRequest = 4 << 20
 
-var idRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
-
-// ValidID reports whether id follows the spool's id rule.
-func ValidID(id string) bool { return idRE.MatchString(id) }
-
 // Metrics is what the server counts; *ops.GateMetrics fits.
 type Metrics interface {
 	Decision(allowed bool, reason, git string, took time.Duration)
@@ -56,9 +57,9 @@ type Metrics interface {
 // ServerConfig configures Serve. The library reads no flags or
 // environment: cmd/vmgate builds this from its flags.
 type ServerConfig struct {
-	Dir      string   // the gate directory, $SPOOL_DIR/gate
-	Gate     *Gate    // nil: the default gate
-	Machine  *Machine // nil: decide only
+	Spool    *spool.Spool    // the tree; the server works in its gate/
+	Gate     *vmgate.Gate    // nil: the default gate
+	Machine  *vmgate.Machine // nil: decide only
 	Log      *logrus.Logger
 	Poll     time.Duration // > 0: poll at this interval instead of inotify (NFS, FUSE)
 	Rescan   time.Duration // safety-net rescan with inotify (default 1m)
@@ -73,7 +74,7 @@ type ServerConfig struct {
 // VerdictFile is the document out/<id>.json.
 type VerdictFile struct {
 	ID string `json:"id"`
-	Verdict
+	vmgate.Verdict
 	Decided float64 `json:"decided"` // seconds since the epoch
 	Run     bool    `json:"run"`     // a machine will run it: wait for out/<id>.exit
 	SHA256  string  `json:"sha256"`  // of the request decided, so a reused id is decided again
@@ -90,13 +91,11 @@ type ExitFile struct {
 
 type server struct {
 	cfg ServerConfig
-	// root is the gate directory and dirs its four subdirectories, each
-	// opened once at start without following a symlink: every read, write,
-	// rename and mode change goes through these handles (os.Root), so
-	// that a symlink planted in gate/ or swapped in later cannot take the
-	// server's access outside the gate directory.
-	root    *os.Root
-	dirs    map[string]*os.Root
+	// dirs are the gate's four directories, each opened once at start by
+	// package spool, without following a symlink: every read, write,
+	// rename and mode change goes through these handles, so that a
+	// symlink planted in gate/ or swapped in later leads nowhere.
+	dirs    map[string]*spool.Dir
 	log     *logrus.Logger
 	runs    sync.WaitGroup
 	slots   chan struct{}
@@ -108,8 +107,15 @@ type server struct {
 // directories it needs (in/ 0770 so a group may write requests; the others
 // 0750) and returns an error only if it cannot start.
 func Serve(ctx context.Context, cfg ServerConfig) error {
+	if cfg.Spool == nil {
+		return errors.New("vmgate: no spool")
+	}
 	if cfg.Gate == nil {
-		cfg.Gate = defaultGate
+		g, err := vmgate.New()
+		if err != nil {
+			return err
+		}
+		cfg.Gate = g
 	}
 	if cfg.Log == nil {
 		cfg.Log = logrus.New()
@@ -123,11 +129,10 @@ func Serve(ctx context.Context, cfg ServerConfig) error {
 	if cfg.Grace <= 0 {
 		cfg.Grace = 10 * time.Second
 	}
-	root, dirs, err := openGateDirs(cfg.Dir)
+	dirs, err := openGateDirs(cfg.Spool)
 	if err != nil {
 		return err
 	}
-	defer root.Close()
 	defer func() {
 		for _, d := range dirs {
 			d.Close()
@@ -138,7 +143,7 @@ func Serve(ctx context.Context, cfg ServerConfig) error {
 		m.OwnGroup = true
 		cfg.Machine = &m
 	}
-	s := &server{cfg: cfg, log: cfg.Log, slots: make(chan struct{}, cfg.Parallel), root: root, dirs: dirs}
+	s := &server{cfg: cfg, log: cfg.Log, slots: make(chan struct{}, cfg.Parallel), dirs: dirs}
 	s.runCtx, s.stopRun = context.WithCancel(context.Background())
 	defer s.stopRun()
 
@@ -152,8 +157,8 @@ func Serve(ctx context.Context, cfg ServerConfig) error {
 		defer wt.Close()
 		// The watch goes on before the first scan, or requests written in
 		// between would never be seen.
-		if err := wt.Add(filepath.Join(cfg.Dir, InDir)); err != nil {
-			return fmt.Errorf("vmgate: watch %s: %w", filepath.Join(cfg.Dir, InDir), err)
+		if err := wt.Add(dirs[InDir].Path("")); err != nil {
+			return fmt.Errorf("vmgate: watch %s: %w", dirs[InDir].Path(""), err)
 		}
 		events, errs = wt.Events, wt.Errors
 	}
@@ -222,7 +227,7 @@ func (s *server) shutdown() {
 }
 
 func (s *server) scan(ctx context.Context) {
-	ents, err := readDir(s.dirs[InDir])
+	ents, err := s.dirs[InDir].Entries()
 	if err != nil {
 		s.log.WithError(err).Error("scan")
 		return
@@ -239,13 +244,13 @@ func (s *server) scan(ctx context.Context) {
 // their out/<id>.exit, so a reader waiting for one is never left waiting.
 func (s *server) recover() {
 	out, done := s.dirs[OutDir], s.dirs[DoneDir]
-	ents, err := readDir(out)
+	ents, err := out.Entries()
 	if err != nil {
 		return
 	}
 	for _, e := range ents {
 		id, ok := strings.CutSuffix(e.Name(), ".json")
-		if !ok || strings.HasPrefix(id, ".") || !ValidID(id) {
+		if !ok || strings.HasPrefix(id, ".") || !spool.ValidID(id) {
 			continue
 		}
 		if _, err := out.Lstat(id + ".exit"); err == nil {
@@ -255,13 +260,13 @@ func (s *server) recover() {
 			continue // still in in/: it never ran, and will be handled
 		}
 		var vf VerdictFile
-		data, err := readRegular(out, e.Name(), maxDoc)
+		data, err := out.Read(e.Name(), maxDoc)
 		if err != nil || json.Unmarshal(data, &vf) != nil || !vf.Run {
 			continue
 		}
 		// The run's owner: a live process (this host's, or any other
 		// host's, which the gate cannot see) still has it.
-		if own, err := readRegular(out, id+".owner", maxDoc); err == nil {
+		if own, err := out.Read(id+".owner", maxDoc); err == nil {
 			host, pid, _ := strings.Cut(strings.TrimSpace(string(own)), " ")
 			n, _ := strconv.Atoi(pid)
 			if me, _ := os.Hostname(); host != me || n > 0 && syscall.Kill(n, 0) != syscall.ESRCH {
@@ -278,19 +283,19 @@ func (s *server) handle(ctx context.Context, name string) {
 		return // temporaries (renameio's, mv's) are never read
 	}
 	id, ok := strings.CutSuffix(name, ".sh")
-	if !ok || !ValidID(id) {
+	if !ok || !spool.ValidID(id) {
 		s.aside(name, "not a request: the name must be <id>.sh with id matching ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 		return
 	}
 	in, out := s.dirs[InDir], s.dirs[OutDir]
-	data, err := readRegular(in, name, MaxRequest)
+	data, err := in.Read(name, MaxRequest)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return // taken by another daemon, or a repeated event
-	case errors.Is(err, errNotRegular):
+	case errors.Is(err, spool.ErrNotRegular):
 		s.aside(name, "not a regular file")
 		return
-	case errors.Is(err, errTooLarge):
+	case errors.Is(err, spool.ErrTooLarge):
 		s.aside(name, fmt.Sprintf("larger than %d bytes", MaxRequest))
 		return
 	case err != nil:
@@ -301,7 +306,7 @@ func (s *server) handle(ctx context.Context, name string) {
 	sum := sha256.Sum256(data)
 	digest := hex.EncodeToString(sum[:])
 	var vf VerdictFile
-	if old, err := readRegular(out, id+".json", maxDoc); err == nil && json.Unmarshal(old, &vf) == nil && vf.ID == id && vf.SHA256 == digest {
+	if old, err := out.Read(id+".json", maxDoc); err == nil && json.Unmarshal(old, &vf) == nil && vf.ID == id && vf.SHA256 == digest {
 		// A daemon died after the verdict and before the move: the
 		// decision stands; it is not made twice. (A verdict of another
 		// script under a reused id does not count.)
@@ -328,13 +333,12 @@ func (s *server) handle(ctx context.Context, name string) {
 	}
 	// The move is the claim: of two daemons deciding the same request,
 	// only the one whose rename succeeds runs it.
-	if err := s.root.Rename(InDir+"/"+name, DoneDir+"/"+name); err != nil {
+	if err := in.MoveTo(name, s.dirs[DoneDir], name); err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			s.log.WithError(err).WithField("id", id).Error("cannot move the request to done/")
 		}
 		return
 	}
-	syncDir(s.dirs[DoneDir])
 	s.log.WithFields(logrus.Fields{"id": id, "allowed": vf.Allowed, "reason": reason, "git": git}).Info("verdict")
 	if s.cfg.Metrics != nil {
 		s.cfg.Metrics.Decision(vf.Allowed, reason, git, time.Since(began))
@@ -366,7 +370,7 @@ func (s *server) run(id, script string) {
 		defer cancel()
 	}
 	ef := ExitFile{ID: id, Started: epoch(time.Now())}
-	out, err := s.dirs[OutDir].OpenFile(id+".log", os.O_CREATE|os.O_TRUNC|os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o640)
+	out, err := s.dirs[OutDir].Create(id + ".log")
 	if err != nil {
 		ef.Error = "cannot open the log: " + err.Error()
 	} else {
@@ -406,7 +410,7 @@ func (s *server) aside(name, why string) {
 		dst = fmt.Sprintf("%s.%d", name, time.Now().UnixNano())
 	}
 	// The rename moves the name, never what a symlink there points to.
-	if err := s.root.Rename(InDir+"/"+name, CorruptDir+"/"+dst); err != nil {
+	if err := in.MoveTo(name, bad, dst); err != nil {
 		s.log.WithError(err).WithField("name", name).Error("cannot move a bad request aside")
 		return
 	}
@@ -430,29 +434,7 @@ func (s *server) writeJSON(dir, name string, v any) error {
 // writeDoc replaces dir/name atomically (and durably) with data, through
 // the directory's handle.
 func (s *server) writeDoc(dir, name string, data []byte) error {
-	d := s.dirs[dir]
-	pf, err := renameio.NewPendingFile(name, renameio.WithRoot(d), renameio.WithStaticPermissions(0o640))
-	if err != nil {
-		return err
-	}
-	defer pf.Cleanup()
-	if _, err := pf.Write(data); err != nil {
-		return err
-	}
-	if err := pf.CloseAtomicallyReplace(); err != nil {
-		return err
-	}
-	syncDir(d)
-	return nil
-}
-
-// syncDir makes a rename in dir survive power loss; renameio syncs the
-// file, not the directory.
-func syncDir(dir *os.Root) {
-	if f, err := dir.Open("."); err == nil {
-		_ = f.Sync()
-		f.Close()
-	}
+	return s.dirs[dir].Write(name, data)
 }
 
 func epoch(t time.Time) float64 { return float64(t.UnixMilli()) / 1000 }
@@ -461,117 +443,34 @@ func epoch(t time.Time) float64 { return float64(t.UnixMilli()) / 1000 }
 // owner file): anything larger was not written by it.
 const maxDoc = 1 << 20
 
-var (
-	errNotRegular = errors.New("not a regular file")
-	errTooLarge   = errors.New("too large")
-)
-
-// gateDirs are the subdirectories of the gate directory and their modes:
-// in/ 0770, so that a group may write requests; the others 0750.
+// gateDirs are the gate's directories and their modes: in/ 0770, so that
+// a group may write requests; the others 0750.
 var gateDirs = []struct {
 	name string
 	mode os.FileMode
 }{{InDir, 0o770}, {OutDir, 0o750}, {DoneDir, 0o750}, {CorruptDir, 0o750}}
 
-// openGateDirs makes the gate directory and its subdirectories where they
-// are missing, refuses a symlink in place of any of them, sets their modes
-// through their own descriptors (never by path: a chmod by name follows a
-// link), and opens each as an os.Root.
-func openGateDirs(dir string) (*os.Root, map[string]*os.Root, error) {
-	fail := func(err error) (*os.Root, map[string]*os.Root, error) {
-		return nil, nil, fmt.Errorf("vmgate: gate directory: %w", err)
+// openGateDirs opens gate/ and its directories through the spool (made
+// where missing, a symlink refused, modes set through descriptors).
+func openGateDirs(s *spool.Spool) (map[string]*spool.Dir, error) {
+	dirs := make(map[string]*spool.Dir)
+	closeAll := func() {
+		for _, d := range dirs {
+			d.Close()
+		}
 	}
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return fail(err)
-	}
-	if fi, err := os.Lstat(dir); err != nil {
-		return fail(err)
-	} else if !fi.IsDir() {
-		return fail(fmt.Errorf("%s: %w (a symlink or a file in place of a directory)", dir, errNotRegular))
-	}
-	root, err := os.OpenRoot(dir)
+	gate, err := s.OpenDir(spool.GateDir, 0o750)
 	if err != nil {
-		return fail(err)
+		return nil, fmt.Errorf("vmgate: gate directory: %w", err)
 	}
-	dirs := make(map[string]*os.Root)
+	gate.Close()
 	for _, d := range gateDirs {
-		sub, err := openSubdir(root, d.name, d.mode)
+		sub, err := s.OpenDir(spool.GateDir+"/"+d.name, d.mode)
 		if err != nil {
-			for _, o := range dirs {
-				o.Close()
-			}
-			root.Close()
-			return fail(fmt.Errorf("%s: %w", filepath.Join(dir, d.name), err))
+			closeAll()
+			return nil, fmt.Errorf("vmgate: gate directory: %w", err)
 		}
 		dirs[d.name] = sub
 	}
-	return root, dirs, nil
-}
-
-func openSubdir(root *os.Root, name string, mode os.FileMode) (*os.Root, error) {
-	if err := root.Mkdir(name, mode); err != nil && !errors.Is(err, fs.ErrExist) {
-		return nil, err
-	}
-	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return nil, fmt.Errorf("%w (a symlink is refused)", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if fi.Mode().Perm() != mode {
-		// Mkdir obeys the umask; the modes are part of the layout.
-		if err := f.Chmod(mode); err != nil {
-			return nil, err
-		}
-	}
-	sub, err := root.OpenRoot(name)
-	if err != nil {
-		return nil, err
-	}
-	// What was opened as a root must be what was checked: a symlink
-	// swapped in between is refused.
-	if sfi, err := sub.Stat("."); err != nil || !os.SameFile(fi, sfi) {
-		sub.Close()
-		return nil, fmt.Errorf("replaced while being opened")
-	}
-	return sub, nil
-}
-
-// readDir lists a directory held open.
-func readDir(dir *os.Root) ([]fs.DirEntry, error) {
-	f, err := dir.Open(".")
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return f.ReadDir(-1)
-}
-
-// readRegular reads name of dir if it is a plain file of at most max
-// bytes: opened without following a link and without blocking on a FIFO,
-// then checked by fstat, so that nothing swapped in between a check and
-// the read is read.
-func readRegular(dir *os.Root, name string, max int64) ([]byte, error) {
-	f, err := dir.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		if errors.Is(err, syscall.ELOOP) {
-			return nil, errNotRegular
-		}
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, errNotRegular
-	}
-	if fi.Size() > max {
-		return nil, errTooLarge
-	}
-	return io.ReadAll(io.LimitReader(f, max+1))
+	return dirs, nil
 }

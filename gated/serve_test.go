@@ -1,7 +1,6 @@
-package vmgate
+package gated
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -15,7 +14,21 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"github.com/vmspool/vmspool/spool"
+	"github.com/vmspool/vmspool/vmgate"
 )
+
+// newSpool opens the spool whose gate directory is dir (a test's
+// t.TempDir()/gate).
+func newSpool(t *testing.T, dir string) *spool.Spool {
+	t.Helper()
+	s, err := spool.Create(filepath.Dir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
 
 // submit writes a request the way the agent's side must: a dot-temporary
 // renamed into in/.
@@ -86,8 +99,8 @@ func TestServeDecidesAndRuns(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "gate")
 	started := filepath.Join(t.TempDir(), "started")
 	// The fake machine records every script it is fed, then runs it.
-	m := &Machine{Command: "tee -a " + started + " | sh -s"}
-	startServe(t, ServerConfig{Dir: dir, Machine: m})
+	m := &vmgate.Machine{Command: "tee -a " + started + " | sh -s"}
+	startServe(t, ServerConfig{Spool: newSpool(t, dir), Machine: m})
 
 	submit(t, dir, "ok-1", "echo hello from the machine; exit 3\n")
 	submit(t, dir, "bad-1", "cd /mnt/project && git add -A && git status --short\n")
@@ -147,8 +160,8 @@ func TestServeDecidesAndRuns(t *testing.T) {
 }
 
 func TestServeBadNamesGoAside(t *testing.T) {
-	dir := t.TempDir()
-	startServe(t, ServerConfig{Dir: dir})
+	dir := filepath.Join(t.TempDir(), "gate")
+	startServe(t, ServerConfig{Spool: newSpool(t, dir)})
 	for _, name := range []string{"bad name.sh", "no-suffix", "-leading.sh"} {
 		if err := os.WriteFile(filepath.Join(dir, InDir, name), []byte("ls"), 0o640); err != nil {
 			t.Fatal(err)
@@ -170,24 +183,24 @@ func TestServeBadNamesGoAside(t *testing.T) {
 }
 
 func TestServeRestart(t *testing.T) {
-	dir := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "gate")
 	for _, d := range []string{InDir, OutDir, DoneDir} {
 		os.MkdirAll(filepath.Join(dir, d), 0o750)
 	}
 	// A daemon died after writing a verdict and before the move: the
 	// decision is not made again.
-	old := VerdictFile{ID: "r1", Verdict: Verdict{Allowed: true}, Decided: 42}
+	old := VerdictFile{ID: "r1", Verdict: vmgate.Verdict{Allowed: true}, Decided: 42}
 	old.SHA256 = sha256hex("ls")
 	data, _ := json.Marshal(old)
 	os.WriteFile(filepath.Join(dir, OutDir, "r1.json"), data, 0o640)
 	os.WriteFile(filepath.Join(dir, InDir, "r1.sh"), []byte("ls"), 0o640)
 	// A daemon died while a script ran: the reader is told.
-	run := VerdictFile{ID: "r2", Verdict: Verdict{Allowed: true}, Decided: 43, Run: true}
+	run := VerdictFile{ID: "r2", Verdict: vmgate.Verdict{Allowed: true}, Decided: 43, Run: true}
 	data, _ = json.Marshal(run)
 	os.WriteFile(filepath.Join(dir, OutDir, "r2.json"), data, 0o640)
 	os.WriteFile(filepath.Join(dir, DoneDir, "r2.sh"), []byte("sleep 100"), 0o640)
 	// ... but a run another live daemon owns is left alone.
-	live := VerdictFile{ID: "r6", Verdict: Verdict{Allowed: true}, Decided: 45, Run: true}
+	live := VerdictFile{ID: "r6", Verdict: vmgate.Verdict{Allowed: true}, Decided: 45, Run: true}
 	data, _ = json.Marshal(live)
 	os.WriteFile(filepath.Join(dir, OutDir, "r6.json"), data, 0o640)
 	os.WriteFile(filepath.Join(dir, DoneDir, "r6.sh"), []byte("sleep 100"), 0o640)
@@ -196,12 +209,12 @@ func TestServeRestart(t *testing.T) {
 	// Requests written while no daemon ran are decided at start.
 	os.WriteFile(filepath.Join(dir, InDir, "r3.sh"), []byte("git push"), 0o640)
 	// An id used again for another script: the old verdict is not its.
-	stale := VerdictFile{ID: "r5", Verdict: Verdict{Allowed: true}, Decided: 44, SHA256: sha256hex("ls")}
+	stale := VerdictFile{ID: "r5", Verdict: vmgate.Verdict{Allowed: true}, Decided: 44, SHA256: sha256hex("ls")}
 	data, _ = json.Marshal(stale)
 	os.WriteFile(filepath.Join(dir, OutDir, "r5.json"), data, 0o640)
 	os.WriteFile(filepath.Join(dir, InDir, "r5.sh"), []byte("git push"), 0o640)
 
-	startServe(t, ServerConfig{Dir: dir, Poll: 20 * time.Millisecond})
+	startServe(t, ServerConfig{Spool: newSpool(t, dir), Poll: 20 * time.Millisecond})
 	waitFile(t, filepath.Join(dir, DoneDir, "r1.sh"))
 	var got VerdictFile
 	json.Unmarshal(waitFile(t, filepath.Join(dir, OutDir, "r1.json")), &got)
@@ -234,8 +247,8 @@ func TestServeRestart(t *testing.T) {
 }
 
 func TestServeStopsRunsOnShutdown(t *testing.T) {
-	dir := t.TempDir()
-	s := startServe(t, ServerConfig{Dir: dir, Machine: &Machine{Command: "sh -s"}, Grace: 100 * time.Millisecond})
+	dir := filepath.Join(t.TempDir(), "gate")
+	s := startServe(t, ServerConfig{Spool: newSpool(t, dir), Machine: &vmgate.Machine{Command: "sh -s"}, Grace: 100 * time.Millisecond})
 	submit(t, dir, "long", "sleep 30")
 	waitFile(t, filepath.Join(dir, DoneDir, "long.sh"))
 	time.Sleep(100 * time.Millisecond)
@@ -248,27 +261,6 @@ func TestServeStopsRunsOnShutdown(t *testing.T) {
 	json.Unmarshal(waitFile(t, filepath.Join(dir, OutDir, "long.exit")), &ef)
 	if !strings.Contains(ef.Error, "shutting down") {
 		t.Errorf("exit = %+v", ef)
-	}
-}
-
-func TestMachineRun(t *testing.T) {
-	var out bytes.Buffer
-	code, err := Machine{Shell: "sh"}.Run(context.Background(), "echo $0-ok; exit 7", nil, &out, &out)
-	if err != nil || code != 7 || out.String() != "sh-ok\n" {
-		t.Errorf("Run = %d, %v, %q", code, err, out.String())
-	}
-	out.Reset()
-	code, err = Machine{Command: "cat >/dev/null; echo fed"}.Run(context.Background(), "ignored", nil, &out, &out)
-	if err != nil || code != 0 || out.String() != "fed\n" {
-		t.Errorf("Run = %d, %v, %q", code, err, out.String())
-	}
-	code, err = Machine{Shell: "/nonexistent/shell"}.Run(context.Background(), "true", nil, &out, &out)
-	if err == nil || code != ExitNotStarted {
-		t.Errorf("Run with a missing shell = %d, %v", code, err)
-	}
-	code, _ = Machine{Shell: "sh"}.Run(context.Background(), "kill -9 $$", nil, &out, &out)
-	if code != 128+9 {
-		t.Errorf("killed run = %d, want 137", code)
 	}
 }
 

@@ -1,0 +1,58 @@
+package spool
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestOpenDir(t *testing.T) {
+	s := testSpool(t)
+	in, err := s.OpenDir("gate/in", 0o770)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	fi, _ := os.Stat(s.Path("gate/in"))
+	if fi.Mode().Perm() != 0o770 {
+		t.Errorf("gate/in is %v", fi.Mode().Perm())
+	}
+	done, err := s.OpenDir("gate/done", 0o750)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done.Close()
+	if err := in.Write("a.sh", []byte("ls\n")); err != nil {
+		t.Fatal(err)
+	}
+	// A link swapped in at gate/in after it was opened leads nowhere: the
+	// handle still reaches the directory it opened.
+	outside := t.TempDir()
+	os.WriteFile(filepath.Join(outside, "a.sh"), []byte("outside"), 0o600)
+	if err := os.Rename(s.Path("gate/in"), s.Path("gate/in.old")); err != nil {
+		t.Fatal(err)
+	}
+	os.Symlink(outside, s.Path("gate/in"))
+	if b, err := in.Read("a.sh", 100); err != nil || string(b) != "ls\n" {
+		t.Errorf("Read = %q, %v", b, err)
+	}
+	if err := in.MoveTo("a.sh", done, "a.sh"); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(outside, "a.sh")); string(b) != "outside" {
+		t.Errorf("the file outside is %q", b)
+	}
+	if _, err := os.Stat(s.Path("gate/done/a.sh")); err != nil {
+		t.Error(err)
+	}
+	// Opened again, the link is refused; so are a FIFO's reads and a
+	// document over the bound.
+	if _, err := s.OpenDir("gate/in", 0o770); !errors.Is(err, ErrNotRegular) {
+		t.Errorf("OpenDir over a symlink: %v", err)
+	}
+	os.WriteFile(s.Path("gate/done/big"), make([]byte, 200), 0o640)
+	if _, err := done.Read("big", 100); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("Read over the bound: %v", err)
+	}
+}
