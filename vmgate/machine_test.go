@@ -26,4 +26,3 @@ func TestMachineRun(t *testing.T) {
 		t.Errorf("killed run = %d, want 137", code)
 	}
 }
-

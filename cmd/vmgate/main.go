@@ -22,8 +22,8 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/vmspool/vmspool/internal/cli"
 	"github.com/vmspool/vmspool/gated"
+	"github.com/vmspool/vmspool/internal/cli"
 	"github.com/vmspool/vmspool/internal/ops"
 	"github.com/vmspool/vmspool/spool"
 	"github.com/vmspool/vmspool/vmgate"
