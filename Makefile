@@ -13,7 +13,7 @@ FUZZTIME ?= 3s
 # (3.9+; the tools' tests need pydantic, and skip saying so without it).
 PYTHON  ?= python3
 
-.PHONY: all build test unit e2e fmt-check vet fuzz-short fuzz bench demo install clean python-test
+.PHONY: all build test unit e2e fmt-check vet fuzz-short fuzz bench bench-peers demo install clean python-test
 
 all: build
 
@@ -50,6 +50,21 @@ fuzz:
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# vmspool beside task-spooler and nq (Debian's packages, installed here
+# when missing and root), in one run: scripts/bench_peers.py. Not part of
+# make test: it takes a minute or two and measures, it does not check.
+bench-peers: build
+	@missing=; command -v tsp >/dev/null || missing="$$missing task-spooler"; \
+	command -v nq >/dev/null || missing="$$missing nq"; \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			echo "bench-peers: installing$$missing"; \
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || \
+			{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; }; \
+		else echo "bench-peers:$$missing missing: install them (apt-get install$$missing)" >&2; exit 1; fi; \
+	fi
+	$(PYTHON) scripts/bench_peers.py
 
 demo: build
 	@./scripts/demo.sh

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -169,4 +170,24 @@ func BenchmarkAppendEvent(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkSubmitBatch is `spool submit --batch` of 10,000 jobs through the
+// package: every spec and marker durable when it returns (two syncfs).
+func BenchmarkSubmitBatch(b *testing.B) {
+	const n = 10000
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		s := testSpool(b)
+		specs := make([]*Spec, n)
+		for j := range specs {
+			specs[j] = &Spec{Chat: "c" + strconv.Itoa(j%64), Argv: []string{"true"}}
+		}
+		b.StartTimer()
+		ids, err := s.SubmitBatch(specs)
+		if err != nil || len(ids) != n {
+			b.Fatal(err, len(ids))
+		}
+	}
+	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
 }

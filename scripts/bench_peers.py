@@ -1,0 +1,262 @@
+#!/usr/bin/env python3
+"""make bench-peers: vmspool beside the tools people would otherwise use
+(task-spooler's tsp, nq), measured in one run on this machine and printed
+as ratios, so that a table quotes what was measured side by side.
+
+What is measured (docs/spoold.md, "Beside the peers"):
+
+- the client alone: the wall time of one submit, median of 50, beside an
+  empty Go program and /bin/true (the floor of any one-process path);
+- submit to start: from before the submit to the job's first instruction
+  (it creates a file), median and p90 of 50, the daemon or server warm;
+- a drain: N no-op jobs submitted from a shell loop, until all have run;
+  vmspool also with `spool submit --batch`;
+- in-process submits: through the Go package (BenchmarkSubmit) and the
+  Python client, per submit.
+
+Environment: N (default 500), SAMPLES (default 50), BIN (default ./bin).
+"""
+
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+BIN = os.environ.get("BIN") or os.path.join(TOP, "bin")
+N = int(os.environ.get("N", "500"))
+SAMPLES = int(os.environ.get("SAMPLES", "50"))
+DRAIN_LIMIT = 120.0  # seconds: nq's drain is quadratic in its queue
+
+sys.path.insert(0, os.path.join(TOP, "clients", "python"))
+import vmspool  # noqa: E402
+
+
+def q(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p * (len(xs) - 1))))]
+
+
+def ms(x):
+    return "%.2f ms" % (x * 1000)
+
+
+def wall(cmd, env=None, n=SAMPLES):
+    """Median wall time of running cmd n times."""
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def wait_file(path, limit=30.0):
+    end = time.perf_counter() + limit
+    while not os.path.exists(path):
+        if time.perf_counter() > end:
+            raise SystemExit("bench-peers: %s never appeared" % path)
+        time.sleep(0.0001)
+    return time.perf_counter()
+
+
+def latency(submit, work):
+    """submit(argv) queues argv; the job creates a file. Returns the
+    submit-to-start times."""
+    out = []
+    for i in range(SAMPLES + 3):
+        flag = os.path.join(work, "started-%d" % i)
+        t0 = time.perf_counter()
+        submit(["sh", "-c", ": > " + flag])
+        t1 = wait_file(flag)
+        if i >= 3:  # the first few warm the server up
+            out.append(t1 - t0)
+    return out
+
+
+class Peer:
+    def __init__(self, name, work):
+        self.name, self.work = name, work
+        os.makedirs(work)
+
+
+class VMSpool(Peer):
+    def __init__(self, work, workers=4):
+        super().__init__("vmspool", work)
+        self.spool = os.path.join(work, "spool")
+        os.makedirs(self.spool)
+        self.env = dict(os.environ, SPOOL_DIR=self.spool, PATH=BIN + os.pathsep + os.environ["PATH"])
+        self.d = subprocess.Popen([os.path.join(BIN, "spoold"), "--workers", str(workers), "--metrics-file", "off",
+                                   "--log-level", "warn"], env=self.env, stderr=subprocess.DEVNULL)
+        wait_file(os.path.join(self.spool, "gate"))
+        self.n = 0
+
+    def submit(self, argv):
+        self.n += 1
+        subprocess.run([os.path.join(BIN, "spool"), "submit", "--chat", "c%d" % (self.n % 16), "--"] + argv,
+                       env=self.env, stdout=subprocess.DEVNULL, check=True)
+
+    def client(self):
+        return wall([os.path.join(BIN, "spool"), "submit", "--chat", "client", "--", "true"], self.env)
+
+    def shell_loop(self, n):
+        return "for i in $(seq %d); do spool submit --chat c$((i %% 16)) -- true >/dev/null; done" % n
+
+    def ended(self):
+        return sum(1 for n in os.listdir(self.spool) if n.endswith(".done"))
+
+    def drain(self, n, batch=False):
+        before = self.ended()
+        t0 = time.perf_counter()
+        if batch:
+            lines = "".join(json.dumps({"chat": "b%d" % (i % 16), "argv": ["true"]}) + "\n" for i in range(n))
+            subprocess.run([os.path.join(BIN, "spool"), "submit", "--batch", "-"], input=lines.encode(),
+                           env=self.env, stdout=subprocess.DEVNULL, check=True)
+        else:
+            subprocess.run(["sh", "-c", self.shell_loop(n)], env=self.env, check=True)
+        while self.ended() < before + n:
+            if time.perf_counter() - t0 > DRAIN_LIMIT:
+                return None
+            time.sleep(0.005)
+        return time.perf_counter() - t0
+
+    def close(self):
+        self.d.send_signal(signal.SIGTERM)
+        self.d.wait()
+
+
+class TaskSpooler(Peer):
+    def __init__(self, work, slots=4):
+        super().__init__("task-spooler", work)
+        self.env = dict(os.environ, TS_SOCKET=os.path.join(work, "ts.sock"), TMPDIR=work, TS_MAXFINISHED="100000")
+        subprocess.run(["tsp", "-S", str(slots)], env=self.env, check=True)
+
+    def submit(self, argv):
+        subprocess.run(["tsp"] + argv, env=self.env, stdout=subprocess.DEVNULL, check=True)
+
+    def client(self):
+        return wall(["tsp", "true"], self.env)
+
+    def drain(self, n, batch=False):
+        t0 = time.perf_counter()
+        subprocess.run(["sh", "-c", "for i in $(seq %d); do tsp true >/dev/null; done; tsp -w >/dev/null 2>&1 || true" % n],
+                       env=self.env, check=True, timeout=DRAIN_LIMIT)
+        # -w waits for the last job only: wait for none queued or running.
+        while True:
+            out = subprocess.run(["tsp"], env=self.env, stdout=subprocess.PIPE, text=True).stdout
+            if " running " not in out and " queued " not in out:
+                break
+            if time.perf_counter() - t0 > DRAIN_LIMIT:
+                return None
+            time.sleep(0.01)
+        return time.perf_counter() - t0
+
+    def close(self):
+        subprocess.run(["tsp", "-K"], env=self.env, stderr=subprocess.DEVNULL)
+
+
+class NQ(Peer):
+    def __init__(self, work):
+        super().__init__("nq", work)
+        self.env = dict(os.environ, NQDIR=os.path.join(work, "nq"))
+        os.makedirs(self.env["NQDIR"])
+
+    def submit(self, argv):
+        subprocess.run(["nq", "-q"] + argv, env=self.env, check=True)
+
+    def client(self):
+        return wall(["nq", "-q", "true"], self.env)
+
+    def drain(self, n, batch=False):
+        t0 = time.perf_counter()
+        try:
+            subprocess.run(["sh", "-c", "for i in $(seq %d); do nq -q true; done; fq -q >/dev/null 2>&1 || true" % n],
+                           env=self.env, check=True, timeout=DRAIN_LIMIT, stdout=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            return None
+        return time.perf_counter() - t0
+
+    def close(self):
+        subprocess.run(["pkill", "-f", "nq -q"], stderr=subprocess.DEVNULL)
+
+
+def go_in_process():
+    """BenchmarkSubmit: a durable submit through the Go package, in ns."""
+    p = subprocess.run(["go", "test", "-run", "^$", "-bench", "^BenchmarkSubmit$", "-benchtime", "200x", "./spool"],
+                       cwd=TOP, stdout=subprocess.PIPE, text=True)
+    for line in p.stdout.splitlines():
+        f = line.split()
+        if f and f[0].startswith("BenchmarkSubmit") and "ns/op" in f:
+            return float(f[f.index("ns/op") - 1]) / 1e9
+    return None
+
+
+def python_in_process(work):
+    spool = os.path.join(work, "py-spool")
+    os.makedirs(spool)
+    t0 = time.perf_counter()
+    for i in range(200):
+        vmspool.submit("p%d" % (i % 16), argv=["true"], spool=spool)
+    return (time.perf_counter() - t0) / 200
+
+
+def main():
+    for tool in ("tsp", "nq", "fq"):
+        if not shutil.which(tool):
+            raise SystemExit("bench-peers: %s is missing: apt-get install task-spooler nq (make bench-peers does, as root)" % tool)
+    work = tempfile.mkdtemp(prefix="vmspool-peers-")
+    empty = os.path.join(work, "empty")
+    os.makedirs(empty + "-src")
+    with open(os.path.join(empty + "-src", "main.go"), "w") as f:
+        f.write("package main\n\nfunc main() {}\n")
+    subprocess.run(["go", "build", "-o", empty, "main.go"], cwd=empty + "-src", check=True,
+                   env=dict(os.environ, CGO_ENABLED="0", GO111MODULE="off"))
+    rows = []
+    try:
+        floor_true = wall(["/bin/true"])
+        floor_go = wall([empty])
+        peers = [VMSpool(os.path.join(work, "vmspool")), TaskSpooler(os.path.join(work, "tsp")), NQ(os.path.join(work, "nq"))]
+        res = {}
+        for p in peers:
+            r = res[p.name] = {}
+            r["client"] = p.client()
+            lat = latency(p.submit, p.work)
+            r["p50"], r["p90"] = statistics.median(lat), q(lat, 0.9)
+            r["drain"] = p.drain(N)
+        res["vmspool"]["batch"] = peers[0].drain(N, batch=True)
+        for p in peers:
+            p.close()
+        go = go_in_process()
+        py = python_in_process(work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    v = res["vmspool"]
+    print("\nvmspool beside its peers, one run on this machine (N=%d no-op jobs, %d samples)" % (N, SAMPLES))
+    print("floor: /bin/true %s, an empty Go program %s\n" % (ms(floor_true), ms(floor_go)))
+    print("%-34s %12s %12s %12s   %s" % ("", "vmspool", "task-spooler", "nq", "vmspool / tsp, / nq"))
+
+    def row(name, key, fmt=ms):
+        vals = [res[p][key] for p in ("vmspool", "task-spooler", "nq")]
+        shown = [fmt(x) if x is not None else "over %ds" % DRAIN_LIMIT for x in vals]
+        ratio = ", ".join("%.2fx" % (vals[0] / x) if x and vals[0] else "-" for x in vals[1:])
+        print("%-34s %12s %12s %12s   %s" % (name, shown[0], shown[1], shown[2], ratio))
+
+    row("client alone, median", "client")
+    row("submit to start, median", "p50")
+    row("submit to start, p90", "p90")
+    row("%d jobs from a shell loop" % N, "drain", lambda x: "%.2f s" % x)
+    print("%-34s %12s" % ("%d jobs, spool submit --batch" % N, "%.2f s" % v["batch"] if v["batch"] else "-"))
+    print("%-34s %12s   %.2fx an empty Go program" % ("spool submit alone / empty Go", ms(v["client"]), v["client"] / floor_go))
+    if go:
+        print("%-34s %12s" % ("in-process submit, Go package", ms(go)))
+    print("%-34s %12s" % ("in-process submit, Python client", ms(py)))
+
+
+if __name__ == "__main__":
+    main()
