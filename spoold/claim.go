@@ -178,49 +178,9 @@ func (d *Daemon) refuse(job string, why error) {
 	chat := d.s.LooseChat(job)
 	lease.Chat = chat
 	e := d.log.WithFields(logrus.Fields{"job": job, "chat": chat, "worker": d.cfg.Worker, "attempt": lease.Attempt})
-	end, _ := d.s.AppendEvent(job, spool.Event{Type: spool.EventEnd, Text: "not run: " + msg, State: spool.Failed, Worker: d.cfg.Worker, Attempt: lease.Attempt})
-	res := &spool.Result{Job: job, Chat: chat, State: spool.Failed, Attempt: lease.Attempt, First: lease.First, Worker: d.cfg.Worker, Started: lease.Claimed}
-	res.Errorf("%s", msg)
-	if err := d.s.Finish(res); err != nil {
-		// The claim is ours and nothing heartbeats it: left so, no one
-		// would ever end the job (a recoverer takes our lease for a live
-		// one). Queued again, it is tried a second later (a full disk).
-		e.WithError(err).Error("cannot write result; queued again")
-		d.s.Requeue(lease, time.Now().Add(time.Second))
-		return
+	if d.endUnstarted(lease, chat, spool.Failed, "not run: "+msg, msg, e) {
+		e.WithField("error", msg).Warn("refused: spec cannot be run")
 	}
-	d.cfg.Metrics.EndedUnstarted(string(spool.Failed))
-	e.WithField("error", msg).Warn("refused: spec cannot be run")
-	if chat == "" {
-		return
-	}
-	if f, ok, err := d.s.LockChat(chat); err == nil && ok {
-		p := &spool.Progress{Job: job, Chat: chat, Started: lease.Claimed, Attempt: lease.Attempt, Worker: d.cfg.Worker}
-		if end.Seq > 0 {
-			p.Add(end)
-		}
-		p.State, p.Done, p.Error = spool.Failed, true, res.Error
-		d.s.WriteProgress(p)
-		f.Close()
-	}
-}
-
-// untrusted moves aside a job whose marker or spec another user owns
-// (spool.TrustOwners): the marker first, so that it is no longer queued,
-// then the spec, each into corrupt/ with the reason beside it. Nothing of
-// it runs, and nothing is written as if it had.
-func (d *Daemon) untrusted(job string, why error) {
-	e := d.log.WithFields(logrus.Fields{"job": job, "worker": d.cfg.Worker})
-	for _, name := range []string{job + spool.ExtReady, job + spool.ExtSpec} {
-		if _, err := d.s.Stat(name); err != nil {
-			continue
-		}
-		if _, err := d.s.Quarantine(name, "not run: "+why.Error()); err != nil {
-			e.WithError(err).Error("cannot move an untrusted job aside")
-			return
-		}
-	}
-	e.WithField("error", why.Error()).Warn("refused: queued by an untrusted user; moved to corrupt/")
 }
 
 // cancelQueued ends a job that was cancelled while queued: claimed, so
@@ -246,30 +206,61 @@ func (d *Daemon) cancelQueued(job string) {
 	if prev != nil && prev.Host == d.cfg.Host {
 		d.endAttempt(job, chat, prev.PGID, d.cfg.KillGrace)
 	}
-	end, _ := d.s.AppendEvent(job, spool.Event{Type: spool.EventEnd, Text: "cancelled before it started", State: spool.Cancelled, Worker: d.cfg.Worker, Attempt: lease.Attempt})
-	res := &spool.Result{Job: job, Chat: chat, State: spool.Cancelled, Attempt: lease.Attempt, First: lease.First, Worker: d.cfg.Worker, Started: lease.Claimed}
-	res.Errorf("cancelled before it started")
+	const why = "cancelled before it started"
+	if d.endUnstarted(lease, chat, spool.Cancelled, why, why, e) {
+		e.Info("cancelled while queued")
+		if chat != "" {
+			d.q.retry(chat)
+		}
+	}
+}
+
+// endUnstarted ends a job this daemon claimed and will not run (refused,
+// or cancelled while queued): the end event, then the result; then, if
+// the chat is free, its progress. A result that cannot be written (a full
+// disk) queues the job again a second later: the claim is ours and nothing
+// heartbeats it, so left so, no one would ever end the job (a recoverer
+// takes our lease for a live one). It reports whether the job ended.
+func (d *Daemon) endUnstarted(lease *spool.Lease, chat string, st spool.State, text, why string, e *logrus.Entry) bool {
+	job := lease.Job
+	end, _ := d.s.AppendEvent(job, spool.Event{Type: spool.EventEnd, Text: text, State: st, Worker: d.cfg.Worker, Attempt: lease.Attempt})
+	res := &spool.Result{Job: job, Chat: chat, State: st, Attempt: lease.Attempt, First: lease.First, Worker: d.cfg.Worker, Started: lease.Claimed}
+	res.Errorf("%s", why)
 	if err := d.s.Finish(res); err != nil {
-		// The claim is ours and nothing heartbeats it: left so, no one
-		// would ever end the job (a recoverer takes our lease for a live
-		// one). Queued again, it is tried a second later (a full disk).
 		e.WithError(err).Error("cannot write result; queued again")
 		d.s.Requeue(lease, time.Now().Add(time.Second))
-		return
+		return false
 	}
-	d.cfg.Metrics.EndedUnstarted(string(spool.Cancelled))
-	e.Info("cancelled while queued")
+	d.cfg.Metrics.EndedUnstarted(string(st))
 	if chat == "" {
-		return
+		return true
 	}
 	if f, ok, err := d.s.LockChat(chat); err == nil && ok {
 		p := &spool.Progress{Job: job, Chat: chat, Started: lease.Claimed, Attempt: lease.Attempt, Worker: d.cfg.Worker}
 		if end.Seq > 0 {
 			p.Add(end)
 		}
-		p.State, p.Done, p.Error = spool.Cancelled, true, res.Error
+		p.State, p.Done, p.Error = st, true, res.Error
 		d.s.WriteProgress(p)
 		f.Close()
-		d.q.retry(chat)
 	}
+	return true
+}
+
+// untrusted moves aside a job whose marker or spec another user owns
+// (spool.TrustOwners): the marker first, so that it is no longer queued,
+// then the spec, each into corrupt/ with the reason beside it. Nothing of
+// it runs, and nothing is written as if it had.
+func (d *Daemon) untrusted(job string, why error) {
+	e := d.log.WithFields(logrus.Fields{"job": job, "worker": d.cfg.Worker})
+	for _, name := range []string{job + spool.ExtReady, job + spool.ExtSpec} {
+		if _, err := d.s.Stat(name); err != nil {
+			continue
+		}
+		if _, err := d.s.Quarantine(name, "not run: "+why.Error()); err != nil {
+			e.WithError(err).Error("cannot move an untrusted job aside")
+			return
+		}
+	}
+	e.WithField("error", why.Error()).Warn("refused: queued by an untrusted user; moved to corrupt/")
 }
