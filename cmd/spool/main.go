@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -245,22 +244,8 @@ func (a *app) open() (*spool.Spool, error) {
 	return s, nil
 }
 
-// parseDuration reads "45m", "1h30m", "7d" or a number of seconds.
-func parseDuration(s string) (time.Duration, error) {
-	if n, ok := strings.CutSuffix(s, "d"); ok {
-		if f, err := strconv.ParseFloat(n, 64); err == nil && f >= 0 {
-			return time.Duration(f * float64(24*time.Hour)), nil
-		}
-	}
-	if f, err := strconv.ParseFloat(s, 64); err == nil && f >= 0 {
-		return time.Duration(f * float64(time.Second)), nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
-		return 0, fmt.Errorf("duration %q: want text like 45m, 2h, 7d or a number of seconds", s)
-	}
-	return d, nil
-}
+// parseDuration is the one duration grammar of the commands (cli).
+func parseDuration(s string) (time.Duration, error) { return cli.ParseDuration(s) }
 
 // durationFlag is a flag.Value for parseDuration.
 type durationFlag struct {

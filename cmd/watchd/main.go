@@ -75,7 +75,7 @@ type common struct {
 
 func (c *common) register(fs *flag.FlagSet, level string) {
 	fs.StringVar(&c.spoolDir, "spool", "", "the spool `DIR` (default $SPOOL_DIR, $JOBS_DIR, then the per-user default)")
-	fs.DurationVar(&c.poll, "poll", 0, "poll every `D` instead of using inotify (NFS, FUSE, shared trees)")
+	cli.DurationVar(fs, &c.poll, "poll", 0, "poll every `D` instead of using inotify (NFS, FUSE, shared trees)")
 	fs.StringVar(&c.logLevel, "log-level", level, "log `level`: debug, info, warn, error")
 	fs.BoolVar(&c.version, "version", false, "print the version and exit")
 }
@@ -138,8 +138,8 @@ func follow(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&chat, "chat", "", "the `chat` to follow (required)")
 	fs.StringVar(&job, "job", "", "follow this `job` only, whatever its document's stamp")
 	fs.BoolVar(&asJSON, "json", false, "print Open WebUI status events, the last with \"done\": true")
-	fs.DurationVar(&timeout, "timeout", 0, "give up after `D` with exit 124 (0: never)")
-	fs.DurationVar(&ev, "every", 0, "relay at most one status per `D`, the newest; questions and the end are never held back")
+	cli.DurationVar(fs, &timeout, "timeout", 0, "give up after `D` with exit 124 (0: never)")
+	cli.DurationVar(fs, &ev, "every", 0, "relay at most one status per `D`, the newest; questions and the end are never held back")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: watchd follow --chat C [--job J] [--json] [--timeout D] [--every D] [--poll D] [--spool DIR]")
 		fs.PrintDefaults()
@@ -222,8 +222,8 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&addrFile, "addr-file", "", "write the address listened on to `FILE` once listening (for scripts that use port 0)")
 	fs.StringVar(&allowHost, "allow-host", "", "also answer requests for these host `NAMES` (comma-separated; a reverse proxy's name; * for any). Loopback names and IP addresses are always answered")
 	fs.IntVar(&maxSubs, "max-subscribers", 4096, "refuse event streams beyond `N` with 503")
-	fs.DurationVar(&rescan, "rescan", 5*time.Second, "inotify mode's safety-net re-read of followed chats every `D`")
-	fs.DurationVar(&wait, "write-wait", watchd.WriteWait, "drop an event stream whose client has not taken a write for `D`")
+	cli.DurationVar(fs, &rescan, "rescan", 5*time.Second, "inotify mode's safety-net re-read of followed chats every `D`")
+	cli.DurationVar(fs, &wait, "write-wait", watchd.WriteWait, "drop an event stream whose client has not taken a write for `D`")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: watchd serve [--listen ADDR] [--poll D] [--spool DIR]")
 		fs.PrintDefaults()
