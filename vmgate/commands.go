@@ -1,5 +1,9 @@
 package vmgate
 
+// The commands the gate knows: exec decides one command as bash would run
+// it, unwrapping the commands that run other commands (wrappers, shells,
+// eval, sudo, xargs, find -exec...).
+
 import (
 	"fmt"
 	"slices"
@@ -59,6 +63,10 @@ func (w *walker) exec(argv []field, c *callCtx) {
 	inner := *c
 	inner.noFunc = true
 	inner.callWord = nil
+	if wr, ok := wrappers[base]; ok {
+		w.wrapper(wr, args, &inner)
+		return
+	}
 	switch base {
 	case "git":
 		w.git(args, c)
@@ -71,11 +79,7 @@ func (w *walker) exec(argv []field, c *callCtx) {
 	case "trap":
 		w.trap(args, c)
 	case "source", ".":
-		if len(args) > 0 && args[0].proc != nil {
-			w.code(field{s: *args[0].proc}, c, nil, true)
-		} else if len(args) > 0 {
-			w.runFile(args[0], c, args[1:], len(args) == 1)
-		}
+		w.source(args, c)
 	case "su", "runuser":
 		w.su(base, args, c)
 	case "sudo":
@@ -84,64 +88,8 @@ func (w *walker) exec(argv []field, c *callCtx) {
 		w.sudo(args, &inner, optSpec{short: "uC"}, "L")
 	case "env":
 		w.env(args, &inner)
-	case "command":
-		i, ok := skipOpts(args, optSpec{})
-		for _, a := range args[:i] {
-			if strings.ContainsAny(a.s, "vV") {
-				return // command -v and -V only print
-			}
-		}
-		w.wrapped(args, i, ok, &inner)
-	case "builtin", "nohup", "setsid", "unbuffer", "chronic":
-		i, ok := skipOpts(args, optSpec{})
-		w.wrapped(args, i, ok, &inner)
-	case "exec":
-		i, ok := skipOpts(args, optSpec{short: "a"})
-		w.wrapped(args, i, ok, &inner)
-	case "nice":
-		i, ok := skipOpts(args, optSpec{short: "n", long: []string{"adjustment"}})
-		w.wrapped(args, i, ok, &inner)
-	case "time":
-		i, ok := skipOpts(args, optSpec{short: "fo", long: []string{"format", "output"}})
-		w.wrapped(args, i, ok, &inner)
-	case "timeout":
-		i, ok := skipOpts(args, optSpec{short: "sk", long: []string{"signal", "kill-after"}})
-		if ok {
-			i++ // the duration, then the command
-		}
-		w.wrapped(args, i, ok, &inner)
-	case "stdbuf":
-		i, ok := skipOpts(args, optSpec{short: "ioe", long: []string{"input", "output", "error"}})
-		w.wrapped(args, i, ok, &inner)
-	case "ionice":
-		i, ok := skipOpts(args, optSpec{short: "cnp", long: []string{"class", "classdata", "pid", "pgid", "uid"}})
-		for _, a := range args[:i] {
-			if a.s == "-p" || a.s == "-P" || a.s == "-u" || strings.HasPrefix(a.s, "--pid") || strings.HasPrefix(a.s, "--pgid") || strings.HasPrefix(a.s, "--uid") {
-				return // changes running processes, runs nothing
-			}
-		}
-		w.wrapped(args, i, ok, &inner)
-	case "taskset":
-		i, ok := skipOpts(args, optSpec{})
-		for _, a := range args[:i] {
-			if strings.Contains(a.s, "p") {
-				return
-			}
-		}
-		if ok {
-			i++ // the mask
-		}
-		w.wrapped(args, i, ok, &inner)
 	case "chroot":
-		i, ok := skipOpts(args, optSpec{long: []string{"userspec", "groups"}})
-		if ok && i+1 >= len(args) {
-			w.stdinShell(c) // chroot DIR alone starts a shell
-			return
-		}
-		if ok {
-			i++ // the new root
-		}
-		w.wrapped(args, i, ok, &inner)
+		w.chroot(args, c, &inner)
 	case "flock":
 		w.flock(args, &inner)
 	case "xargs":
@@ -149,64 +97,11 @@ func (w *walker) exec(argv []field, c *callCtx) {
 	case "find":
 		w.findExec(args, &inner)
 	case "watch":
-		i, ok := skipOpts(args, optSpec{short: "nq", long: []string{"interval"}})
-		if !ok || i >= len(args) {
-			w.wrapped(args, i, ok, &inner)
-			return
-		}
-		for _, a := range args[:i] {
-			if a.s == "-x" || a.s == "--exec" {
-				w.exec(args[i:], &inner)
-				return
-			}
-		}
-		w.code(joinFields(args[i:]), c, nil, true) // watch runs sh -c
-	case "strace", "ltrace":
-		i, ok := skipOpts(args, optSpec{short: "abeEIoOpPsSuUXAFlLn", long: []string{"output", "trace", "signal", "attach", "user", "env", "string-limit"}})
-		for _, a := range args[:min(i, len(args))] {
-			if a.s == "-p" || strings.HasPrefix(a.s, "--attach") {
-				return // traces running processes, starts none
-			}
-		}
-		w.wrapped(args, i, ok, &inner)
-	case "pkexec":
-		i, ok := skipOpts(args, optSpec{long: []string{"user"}})
-		w.wrapped(args, i, ok, &inner)
+		w.watch(args, c, &inner)
 	case "script":
-		// script -c CMD runs CMD with the shell.
-		for k := 0; k+1 < len(args); k++ {
-			s := args[k].s
-			if s == "-c" || s == "--command" || len(s) > 2 && s[0] == '-' && s[1] != '-' && s[len(s)-1] == 'c' {
-				w.code(args[k+1], c, nil, false)
-				return
-			}
-			if v, ok := strings.CutPrefix(s, "--command="); ok {
-				f := args[k]
-				f.s = v
-				w.code(f, c, nil, false)
-				return
-			}
-		}
+		w.script(args, c)
 	case "parallel":
-		// GNU parallel runs its command template with the shell; what
-		// follows ::: is input.
-		i, ok := skipOpts(args, optSpec{short: "jNnaSIdEs", long: []string{"jobs", "arg-file", "sshlogin", "delimiter", "max-args", "eof", "colsep", "joblog", "results", "tmpdir", "workdir", "timeout", "delay", "retries"}})
-		if !ok {
-			w.dynamicCommand(args[i:], &inner)
-			return
-		}
-		j := i
-		for j < len(args) && args[j].s != ":::" && args[j].s != "::::" && args[j].s != ":::+" {
-			j++
-		}
-		if j > i {
-			tmpl := joinFields(args[i:j])
-			if strings.Contains(tmpl.s, "{") {
-				tmpl.s = strings.NewReplacer("{}", string(dynMark), "{.}", string(dynMark), "{/}", string(dynMark), "{//}", string(dynMark), "{/.}", string(dynMark), "{#}", string(dynMark)).Replace(tmpl.s)
-				tmpl.dyn = true
-			}
-			w.code(tmpl, c, nil, true)
-		}
+		w.parallel(args, c, &inner)
 	case "alias":
 		w.defineAlias(args)
 	case "shopt":
@@ -217,17 +112,9 @@ func (w *walker) exec(argv []field, c *callCtx) {
 	case "set":
 		w.set(args)
 	case "unset":
-		for _, a := range args {
-			if !strings.HasPrefix(a.s, "-") && !a.dyn {
-				w.setVar(a.s, value{known: true})
-			}
-		}
+		w.forget(args, true)
 	case "read", "mapfile", "readarray", "getopts":
-		for _, a := range args {
-			if !strings.HasPrefix(a.s, "-") && !a.dyn && isName(a.s) {
-				w.setVar(a.s, value{})
-			}
-		}
+		w.forget(args, false)
 	case "printf":
 		if len(args) >= 2 && args[0].s == "-v" {
 			w.setVar(args[1].s, value{})
@@ -239,18 +126,7 @@ func (w *walker) exec(argv []field, c *callCtx) {
 		out, ok := echoOutput(args)
 		w.produce(c, out, ok)
 	case "tee":
-		for _, a := range args {
-			if !strings.HasPrefix(a.s, "-") && !a.dyn {
-				content := input{}
-				if c.stdin != nil {
-					content = *c.stdin
-				}
-				w.wrote(a.s, content, slices.ContainsFunc(args, func(f field) bool { return f.s == "-a" || f.s == "--append" }))
-			}
-		}
-		if c.capture != nil && c.stdin != nil {
-			*c.capture = *c.stdin
-		}
+		w.tee(args, c)
 	case "cp", "mv":
 		// cp a.sh b.sh: b.sh holds what a.sh held, as far as the gate knows.
 		if len(args) == 2 && !args[0].dyn && !args[1].dyn {
@@ -259,14 +135,180 @@ func (w *walker) exec(argv []field, c *callCtx) {
 			}
 		}
 	case "cat":
-		switch {
-		case c.capture == nil:
-		case (len(args) == 0 || len(args) == 1 && args[0].s == "-") && c.stdin != nil:
-			*c.capture = *c.stdin
-		case len(args) == 1 && !args[0].dyn:
-			if f, ok := w.files[cleanPath(args[0].s)]; ok {
-				*c.capture = f // $(cat run.sh), written above
+		w.cat(args, c)
+	}
+}
+
+// wrapper is a command that runs the command after its options (and after
+// `skip` operands of its own), unless one of its options makes it run
+// nothing (noRun).
+type wrapper struct {
+	opts  optSpec
+	skip  int
+	noRun func(opt string) bool
+}
+
+// wrappers are the commands of one shape: options to skip, then a wrapped
+// command. The others, with a shape of their own, are exec's cases.
+var wrappers = map[string]wrapper{
+	"builtin":  {},
+	"nohup":    {},
+	"setsid":   {},
+	"unbuffer": {},
+	"chronic":  {},
+	// command -v and -V only print.
+	"command": {noRun: func(o string) bool { return strings.ContainsAny(o, "vV") }},
+	"exec":    {opts: optSpec{short: "a"}},
+	"nice":    {opts: optSpec{short: "n", long: []string{"adjustment"}}},
+	"time":    {opts: optSpec{short: "fo", long: []string{"format", "output"}}},
+	"timeout": {opts: optSpec{short: "sk", long: []string{"signal", "kill-after"}}, skip: 1}, // the duration
+	"stdbuf":  {opts: optSpec{short: "ioe", long: []string{"input", "output", "error"}}},
+	// ionice -p/-P/-u changes running processes and runs nothing.
+	"ionice": {opts: optSpec{short: "cnp", long: []string{"class", "classdata", "pid", "pgid", "uid"}},
+		noRun: func(o string) bool {
+			return o == "-p" || o == "-P" || o == "-u" || strings.HasPrefix(o, "--pid") || strings.HasPrefix(o, "--pgid") || strings.HasPrefix(o, "--uid")
+		}},
+	// taskset -p changes a running process; else the mask, then the command.
+	"taskset": {skip: 1, noRun: func(o string) bool { return strings.Contains(o, "p") }},
+	// strace -p/--attach traces running processes and starts none.
+	"strace": {opts: straceOpts, noRun: straceAttach},
+	"ltrace": {opts: straceOpts, noRun: straceAttach},
+	"pkexec": {opts: optSpec{long: []string{"user"}}},
+}
+
+var straceOpts = optSpec{short: "abeEIoOpPsSuUXAFlLn", long: []string{"output", "trace", "signal", "attach", "user", "env", "string-limit"}}
+
+func straceAttach(o string) bool { return o == "-p" || strings.HasPrefix(o, "--attach") }
+
+// wrapper runs what a wrapper command wraps, as a command of its own.
+func (w *walker) wrapper(wr wrapper, args []field, inner *callCtx) {
+	i, ok := skipOpts(args, wr.opts)
+	if wr.noRun != nil {
+		for _, a := range args[:min(i, len(args))] {
+			if wr.noRun(a.s) {
+				return
 			}
+		}
+	}
+	if ok {
+		i += wr.skip
+	}
+	w.wrapped(args, i, ok, inner)
+}
+
+// source runs a file (or a process substitution) in this shell.
+func (w *walker) source(args []field, c *callCtx) {
+	if len(args) > 0 && args[0].proc != nil {
+		w.code(field{s: *args[0].proc}, c, nil, true)
+	} else if len(args) > 0 {
+		w.runFile(args[0], c, args[1:], len(args) == 1)
+	}
+}
+
+// chroot DIR CMD runs CMD; chroot DIR alone starts a shell.
+func (w *walker) chroot(args []field, c, inner *callCtx) {
+	i, ok := skipOpts(args, optSpec{long: []string{"userspec", "groups"}})
+	if ok && i+1 >= len(args) {
+		w.stdinShell(c)
+		return
+	}
+	if ok {
+		i++ // the new root
+	}
+	w.wrapped(args, i, ok, inner)
+}
+
+// watch runs its command with sh -c, or as argv with -x.
+func (w *walker) watch(args []field, c, inner *callCtx) {
+	i, ok := skipOpts(args, optSpec{short: "nq", long: []string{"interval"}})
+	if !ok || i >= len(args) {
+		w.wrapped(args, i, ok, inner)
+		return
+	}
+	for _, a := range args[:i] {
+		if a.s == "-x" || a.s == "--exec" {
+			w.exec(args[i:], inner)
+			return
+		}
+	}
+	w.code(joinFields(args[i:]), c, nil, true)
+}
+
+// script -c CMD runs CMD with the shell.
+func (w *walker) script(args []field, c *callCtx) {
+	for k := 0; k+1 < len(args); k++ {
+		s := args[k].s
+		if s == "-c" || s == "--command" || len(s) > 2 && s[0] == '-' && s[1] != '-' && s[len(s)-1] == 'c' {
+			w.code(args[k+1], c, nil, false)
+			return
+		}
+		if v, ok := strings.CutPrefix(s, "--command="); ok {
+			f := args[k]
+			f.s = v
+			w.code(f, c, nil, false)
+			return
+		}
+	}
+}
+
+// parallel: GNU parallel runs its command template with the shell; what
+// follows ::: is input.
+func (w *walker) parallel(args []field, c, inner *callCtx) {
+	i, ok := skipOpts(args, optSpec{short: "jNnaSIdEs", long: []string{"jobs", "arg-file", "sshlogin", "delimiter", "max-args", "eof", "colsep", "joblog", "results", "tmpdir", "workdir", "timeout", "delay", "retries"}})
+	if !ok {
+		w.dynamicCommand(args[i:], inner)
+		return
+	}
+	j := i
+	for j < len(args) && args[j].s != ":::" && args[j].s != "::::" && args[j].s != ":::+" {
+		j++
+	}
+	if j > i {
+		tmpl := joinFields(args[i:j])
+		if strings.Contains(tmpl.s, "{") {
+			tmpl.s = strings.NewReplacer("{}", string(dynMark), "{.}", string(dynMark), "{/}", string(dynMark), "{//}", string(dynMark), "{/.}", string(dynMark), "{#}", string(dynMark)).Replace(tmpl.s)
+			tmpl.dyn = true
+		}
+		w.code(tmpl, c, nil, true)
+	}
+}
+
+// forget marks the variables a command sets (read, mapfile...) as unknown,
+// or, with unset, as known empty.
+func (w *walker) forget(args []field, unset bool) {
+	for _, a := range args {
+		if strings.HasPrefix(a.s, "-") || a.dyn || !unset && !isName(a.s) {
+			continue
+		}
+		w.setVar(a.s, value{known: unset})
+	}
+}
+
+// tee writes its input to its files, and passes it on.
+func (w *walker) tee(args []field, c *callCtx) {
+	for _, a := range args {
+		if !strings.HasPrefix(a.s, "-") && !a.dyn {
+			content := input{}
+			if c.stdin != nil {
+				content = *c.stdin
+			}
+			w.wrote(a.s, content, slices.ContainsFunc(args, func(f field) bool { return f.s == "-a" || f.s == "--append" }))
+		}
+	}
+	if c.capture != nil && c.stdin != nil {
+		*c.capture = *c.stdin
+	}
+}
+
+// cat passes its input on, or a file the script wrote ($(cat run.sh)).
+func (w *walker) cat(args []field, c *callCtx) {
+	switch {
+	case c.capture == nil:
+	case (len(args) == 0 || len(args) == 1 && args[0].s == "-") && c.stdin != nil:
+		*c.capture = *c.stdin
+	case len(args) == 1 && !args[0].dyn:
+		if f, ok := w.files[cleanPath(args[0].s)]; ok {
+			*c.capture = f
 		}
 	}
 }
