@@ -68,6 +68,14 @@ func (w *walker) exec(argv []field, c *callCtx) {
 		return
 	}
 	switch base {
+	case "builtin":
+		// builtin runs a shell builtin only: `builtin git push` runs
+		// nothing; `builtin eval "..."` runs its code.
+		if len(args) > 0 && !args[0].dyn && bashBuiltins[args[0].s] {
+			w.exec(args, &inner)
+		} else if len(args) > 0 && args[0].dyn {
+			w.dynamicCommand(args, &inner)
+		}
 	case "git":
 		w.git(args, c)
 	case "bash", "sh", "dash", "zsh", "ksh", "ash", "mksh", "rbash":
@@ -139,6 +147,17 @@ func (w *walker) exec(argv []field, c *callCtx) {
 	}
 }
 
+// bashBuiltins are the builtins of bash that `builtin NAME` may run and
+// that run or change code: the rest print or set state the gate follows
+// elsewhere, or nothing.
+var bashBuiltins = map[string]bool{
+	"eval": true, "source": true, ".": true, "exec": true, "command": true, "trap": true,
+	"alias": true, "set": true, "shopt": true, "unset": true, "read": true, "mapfile": true,
+	"readarray": true, "printf": true, "echo": true, "getopts": true, "builtin": true,
+	"cd": true, "export": true, "declare": true, "local": true, "typeset": true, "hash": true,
+	"enable": true, "let": true, "test": true, "[": true, "true": true, "false": true, ":": true,
+}
+
 // wrapper is a command that runs the command after its options (and after
 // `skip` operands of its own), unless one of its options makes it run
 // nothing (noRun).
@@ -151,7 +170,6 @@ type wrapper struct {
 // wrappers are the commands of one shape: options to skip, then a wrapped
 // command. The others, with a shape of their own, are exec's cases.
 var wrappers = map[string]wrapper{
-	"builtin":  {},
 	"nohup":    {},
 	"setsid":   {},
 	"unbuffer": {},

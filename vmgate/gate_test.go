@@ -70,6 +70,36 @@ func TestTable(t *testing.T) {
 
 // tableCases: one line each, grouped by what they exercise.
 var tableCases = []struct{ script, want string }{
+	// Read modes of write-looking subcommands are reads, in several
+	// spellings; the same subcommands asked to write still refuse.
+	{"git apply --check --index fix.patch", "allow"},
+	{"git apply --stat --cached fix.patch", "allow"},
+	{"git apply --numstat fix.patch", "allow"},
+	{"git apply --summary --index fix.patch", "allow"},
+	{"git apply --check --apply --index fix.patch", "git:apply"},
+	{"git apply --index fix.patch", "git:apply"},
+	{"git am --show-current-patch", "allow"},
+	{"git am --show-current-patch=diff", "allow"},
+	{"git am --continue", "git:am"},
+	{"git rebase --show-current-patch", "allow"},
+	{"git rebase --continue", "git:rebase"},
+	{"git tag -n", "allow"},
+	{"git tag -n5 --list 'v*'", "allow"},
+	// Dashed programs that are no git command are programs of their own
+	// (an alias is never reached by a dashed name); dashed git commands
+	// are judged as the subcommand.
+	{"git-cliff -o CHANGELOG.md", "allow"},
+	{"git-sizer --verbose", "allow"},
+	{"/usr/local/bin/git-cliff --latest", "allow"},
+	{"git-commit -m x", "git:commit"},
+	{"git-lfs push origin main", "git:lfs push"},
+	{"git lfs push origin main", "git:lfs push"},
+	{"git-lfs ls-files", "allow"},
+	// builtin runs shell builtins only: git is none.
+	{"builtin git commit -m x", "allow"},
+	{"builtin git push", "allow"},
+	{`builtin eval "git push"`, "git:push"},
+	{"builtin echo git push", "allow"},
 	// Lists, pipelines, && and ||.
 	{"git status; git add .", "git:add"},
 	{"git status || git commit -am wip", "git:commit"},

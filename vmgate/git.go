@@ -22,8 +22,14 @@ type gitResult struct {
 
 func (w *walker) git(args []field, c *callCtx) { w.gitRecord(w.analyzeGit(args, "", c), c) }
 
-// gitSub is git-add style: the subcommand is in the program's name.
+// gitSub is git-add style: the subcommand is in the program's name. A
+// dashed name that is no git command the gate knows (git-cliff,
+// git-sizer) is a program of its own: an alias is never reached by a
+// dashed name, so it is not judged as one (docs/gate.md, "Names").
 func (w *walker) gitSub(sub string, args []field, c *callCtx) {
+	if _, known := gitTable[sub]; !known {
+		return
+	}
 	w.gitRecord(w.analyzeGit(args, sub, c), c)
 }
 
@@ -340,6 +346,8 @@ var dryRun = map[string][]string{
 	"add": {"-n", "--dry-run"}, "rm": {"-n", "--dry-run"}, "mv": {"-n", "--dry-run"},
 	"commit": {"--dry-run"}, "push": {"-n", "--dry-run"}, "fetch": {"--dry-run"},
 	"prune": {"-n", "--dry-run"}, "clean": {"-n", "--dry-run"},
+	// They print the patch a stopped am or rebase is at, and change nothing.
+	"am": {"--show-current-patch"}, "rebase": {"--show-current-patch"},
 }
 
 // gitArgs is a subcommand's arguments split into options and operands.
@@ -515,6 +523,11 @@ func (w *walker) classify(sub string, rest []field, c *callCtx) gitResult {
 	case "apply":
 		g := splitArgs(rest, " -p -C --exclude --include --directory --whitespace -S ", more)
 		switch {
+		// --check, --stat, --numstat and --summary print instead of
+		// applying (unless --apply asks for both), whatever --index or
+		// --cached say.
+		case g.has("--check", "--stat", "--numstat", "--summary") && !g.has("--apply"):
+			return read
 		case g.has("--index", "--cached", "-3", "--3way", "--intent-to-add", "-N"):
 			return write
 		case g.dyn:
