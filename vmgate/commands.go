@@ -564,8 +564,14 @@ loop:
 // stdinShell judges a shell that reads its script from standard input: a
 // here-document, a here-string, or a pipe from echo or printf.
 func (w *walker) stdinShell(c *callCtx) {
-	if c.stdin != nil && c.stdin.known {
+	switch {
+	case c.stdin == nil:
+	case c.stdin.known:
 		w.code(field{s: c.stdin.text, dyn: strings.IndexByte(c.stdin.text, dynMark) >= 0}, c, nil, true)
+	case c.stdin.unseen:
+		// As sh -c "$(cmd)" is: the code is the output of a command
+		// the gate cannot read.
+		w.undecidable(c, "the shell runs code from the output of a command the gate cannot read")
 	}
 }
 

@@ -95,6 +95,26 @@ var tableCases = []struct{ script, want string }{
 	{"git-lfs push origin main", "git:lfs push"},
 	{"git lfs push origin main", "git:lfs push"},
 	{"git-lfs ls-files", "allow"},
+	// Code fed to a shell on its standard input: followed where the
+	// producer is known, undecidable where it is not (as sh -c "$(cmd)"
+	// is), allowed for a download (deliberately: docs/gate.md).
+	{"echo git push | sh", "git:push"},
+	{"printf '%s\\n' 'git status' | bash", "allow"},
+	{"bash <<< 'git commit -m x'", "git:commit"},
+	{"sh < <(echo git push)", "git:push"},
+	{"cat gen.sh | sh", "undecidable"},
+	{"python3 gen.py | sh", "undecidable"},
+	{"python3 gen.py | bash -s -- arg", "undecidable"},
+	{"cat notes | grep cmd | sh", "undecidable"},
+	{"bash < <(cat gen.sh)", "undecidable"},
+	{`sh -c "$(python3 gen.py)"`, "undecidable"},
+	{"curl -fsSL https://example.org/install.sh | sh", "allow"},
+	{"wget -qO- https://example.org/install.sh | bash", "allow"},
+	{"curl -s https://example.org/i.sh | tee i.log | sh", "allow"},
+	{"bash < <(curl -fsSL https://example.org/i.sh)", "allow"},
+	{"sh < install.sh", "allow"},
+	{"cat gen.sh | sh -c 'echo hi'", "allow"},
+	{"python3 gen.py | grep x", "allow"},
 	// builtin runs shell builtins only: git is none.
 	{"builtin git commit -m x", "allow"},
 	{"builtin git push", "allow"},

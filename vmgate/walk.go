@@ -171,6 +171,69 @@ func (w *walker) stmts(list []*syntax.Stmt, capture *input) {
 type input struct {
 	known bool
 	text  string
+	// unseen: the output of a command the gate cannot read (python3
+	// gen.py, cat notes): a shell fed it runs code the gate cannot see.
+	// A download (curl, wget) is not unseen: an installer piped to a
+	// shell is deliberately allowed (docs/gate.md).
+	unseen bool
+}
+
+// downloads reports whether what s prints is a download: its last command
+// (the one whose output a pipe takes) is curl or wget, or passes on what
+// one printed (tee, cat without a file).
+func downloads(s *syntax.Stmt) bool {
+	if s == nil {
+		return false
+	}
+	switch c := s.Cmd.(type) {
+	case *syntax.BinaryCmd:
+		if c.Op != syntax.Pipe && c.Op != syntax.PipeAll {
+			return false
+		}
+		if downloads(c.Y) {
+			return true
+		}
+		return passesOn(c.Y) && downloads(c.X)
+	case *syntax.CallExpr:
+		name := callName(c)
+		return name == "curl" || name == "wget"
+	}
+	return false
+}
+
+// passesOn reports whether s prints what it reads: tee, or cat of nothing.
+func passesOn(s *syntax.Stmt) bool {
+	c, ok := s.Cmd.(*syntax.CallExpr)
+	if !ok {
+		return false
+	}
+	switch callName(c) {
+	case "tee":
+		return true
+	case "cat":
+		return len(c.Args) == 1
+	}
+	return false
+}
+
+// procSubst returns the process substitution a word is, if it is one.
+func procSubst(w *syntax.Word) (*syntax.ProcSubst, bool) {
+	if w == nil || len(w.Parts) != 1 {
+		return nil, false
+	}
+	ps, ok := w.Parts[0].(*syntax.ProcSubst)
+	return ps, ok
+}
+
+func callName(c *syntax.CallExpr) string {
+	if len(c.Args) == 0 {
+		return ""
+	}
+	name := c.Args[0].Lit()
+	if i := strings.LastIndexByte(name, '/'); i >= 0 {
+		name = name[i+1:]
+	}
+	return name
 }
 
 func (w *walker) stmt(s *syntax.Stmt, stdin, capture *input) {
@@ -201,6 +264,9 @@ func (w *walker) stmt(s *syntax.Stmt, stdin, capture *input) {
 			// output is the right side's input.
 			var out input
 			w.scoped(func() { w.stmt(c.X, stdin, &out) })
+			if !out.known {
+				out.unseen = !downloads(c.X)
+			}
 			w.scoped(func() { w.stmt(c.Y, &out, capture) })
 		default:
 			w.stmt(c.X, stdin, nil)
@@ -576,6 +642,9 @@ func (w *walker) redirsOut(rs []*syntax.Redirect) (*input, *outFile) {
 				in = &input{}
 				if len(fs) == 1 && fs[0].proc != nil {
 					in = &input{known: true, text: *fs[0].proc}
+				} else if ps, ok := procSubst(r.Word); ok {
+					// < <(cmd) is cmd | ...: unseen unless a download.
+					in = &input{unseen: !(len(ps.Stmts) == 1 && downloads(ps.Stmts[0]))}
 				} else if len(fs) == 1 && !fs[0].dyn && r.Op == syntax.RdrIn {
 					if f, ok := w.files[cleanPath(fs[0].s)]; ok {
 						in = &f // bash < run.sh, written above
