@@ -328,7 +328,11 @@ func TestAttackDeepScript(t *testing.T) {
 	g := relStart(t, "vmgate", "serve", "--spool", dir)
 	in := filepath.Join(dir, "gate", "in")
 	eventually(t, 20*time.Second, 20*time.Millisecond, "gate/in", func() bool { _, err := os.Stat(in); return err == nil })
-	if err := os.WriteFile(filepath.Join(in, "deep.sh"), []byte(src), 0o640); err != nil {
+	// A request is written atomically, as docs/gate.md asks of its writers.
+	if err := os.WriteFile(filepath.Join(in, ".deep.tmp"), []byte(src), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(in, ".deep.tmp"), filepath.Join(in, "deep.sh")); err != nil {
 		t.Fatal(err)
 	}
 	var verdict []byte
