@@ -623,7 +623,21 @@ func (w *walker) code(f field, c *callCtx, pos []field, keepPos bool) {
 }
 
 func (w *walker) callFunc(name string, body *syntax.Stmt, args []field, c *callCtx) {
-	if w.calls >= maxCalls || w.calling[name] {
+	// A call the walk is already inside, with the same words, would walk
+	// the same body the same way: nothing new to see. Any other call past
+	// the limit is a limit reached, and a limit is never an allowance.
+	sig := name
+	for _, a := range args {
+		sig += "\x00" + a.s
+		if a.dyn {
+			sig += "\x01"
+		}
+	}
+	if w.calling[sig] {
+		return
+	}
+	if w.calls >= maxCalls {
+		w.undecidable(c, fmt.Sprintf("it calls functions more than %d deep", maxCalls))
 		return
 	}
 	// A refusal inside the body says which call ran it: the body's
@@ -636,14 +650,14 @@ func (w *walker) callFunc(name string, body *syntax.Stmt, args []field, c *callC
 	if w.calling == nil {
 		w.calling = map[string]bool{}
 	}
-	w.calling[name] = true
+	w.calling[sig] = true
 	w.calls++
 	pos, known := w.pos, w.posKnown
 	w.pos, w.posKnown = args, true
 	w.stmt(body, nil, nil)
 	w.pos, w.posKnown = pos, known
 	w.calls--
-	delete(w.calling, name)
+	delete(w.calling, sig)
 }
 
 func (w *walker) defineAlias(args []field) {

@@ -115,6 +115,14 @@ var tableCases = []struct{ script, want string }{
 	{"sh < install.sh", "allow"},
 	{"cat gen.sh | sh -c 'echo hi'", "allow"},
 	{"python3 gen.py | grep x", "allow"},
+	// Function calls: a recursive call with other words is followed (it
+	// may run what the first call did not); the same call again is not
+	// (nothing new); past the depth limit, undecidable, never allowed.
+	{`f() { [ -n "$2" ] && f "$2"; $1 commit -m x; }; f echo git`, "git:commit"},
+	{`f() { echo "$1"; [ "$1" = x ] || f x; }; f y`, "allow"},
+	{`countdown() { [ "$1" -gt 0 ] && countdown $(($1-1)); echo "$1"; }; countdown 3`, "allow"},
+	{`f() { git status; f; }; f`, "allow"},
+	{"f0() { git status; }; f1() { f0; }; f2() { f1; }; f3() { f2; }; f4() { f3; }; f5() { f4; }; f6() { f5; }; f7() { f6; }; f8() { f7; }; f9() { f8; }; f10() { f9; }; f11() { f10; }; f12() { f11; }; f13() { f12; }; f14() { f13; }; f15() { f14; }; f16() { f15; }; f17() { f16; }; f17", "undecidable"},
 	// builtin runs shell builtins only: git is none.
 	{"builtin git commit -m x", "allow"},
 	{"builtin git push", "allow"},

@@ -11,10 +11,11 @@ import (
 // Limits that keep every decision short whatever the input: strings run
 // as code are parsed again at most maxDepth deep, function calls are
 // followed at most maxCalls deep, and a script that needs more than
-// maxSteps statements visited is refused as undecidable.
+// maxSteps statements visited is refused as undecidable. Every limit
+// reached ends undecidable, never allowed.
 const (
 	maxDepth = 8
-	maxCalls = 8
+	maxCalls = 16
 	maxSteps = 20000
 )
 
