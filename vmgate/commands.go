@@ -382,9 +382,11 @@ func (w *walker) dynamicCommand(argv []field, c *callCtx) {
 		w.shell(argv[1:], c)
 		return
 	}
-	if strings.Contains(strings.ToLower(head.s+" "+head.hint), "git") {
-		// It may well be git: judge its arguments as git's.
-		if w.gitWouldWrite(argv[1:], c) {
+	if known := strings.ToLower(head.s + " " + head.hint); strings.Contains(known, "git") {
+		// It may well be git: judge its arguments as git's, and the words
+		// it may split into (an IFS only the run knows may cut "git:push"
+		// in two).
+		if w.gitWouldWrite(argv[1:], c) || mayHoldGitWrite(known) {
 			w.undecidable(c, "its command word is only known at run time and may be git")
 		}
 		return
@@ -410,6 +412,24 @@ func (w *walker) dynamicCommand(argv []field, c *callCtx) {
 	inner.noFunc = true
 	inner.callWord = nil
 	w.exec(rest, &inner)
+}
+
+// mayHoldGitWrite reports whether s, cut at every character that is not
+// part of a word, holds a git write subcommand after a "git".
+func mayHoldGitWrite(s string) bool {
+	words := strings.FieldsFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-')
+	})
+	for i, wd := range words {
+		if wd == "git" || strings.HasSuffix(wd, "-git") {
+			for _, next := range words[i+1:] {
+				if gitWriteName(next) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // optSpec says which options of a command take a value.
@@ -728,7 +748,36 @@ func (w *walker) trap(args []field, c *callCtx) {
 	if len(args) == 0 || strings.HasPrefix(args[0].s, "-") && !args[0].dyn {
 		return // trap -l, trap -p, trap - SIG
 	}
+	// An EXIT trap runs after the script's body: it is walked then, so
+	// that the first write named is the first that runs. A later EXIT
+	// trap replaces it, as in bash. A trap on any other signal may run at
+	// any time: it is walked here.
+	sigs := args[1:]
+	onExit := len(sigs) > 0
+	for _, s := range sigs {
+		if s.dyn || s.s != "EXIT" && s.s != "0" && s.s != "SIGEXIT" {
+			onExit = false
+		}
+	}
+	if onExit && w.depth == 0 {
+		w.exitTrap = &deferred{code: args[0], c: *c}
+		return
+	}
 	w.code(args[0], c, nil, true)
+}
+
+// deferred is code that runs later: the EXIT trap.
+type deferred struct {
+	code field
+	c    callCtx
+}
+
+// atExit walks the EXIT trap the script set, once its body has run.
+func (w *walker) atExit() {
+	if t := w.exitTrap; t != nil && !w.done {
+		w.exitTrap = nil
+		w.code(t.code, &t.c, nil, true)
+	}
 }
 
 func (w *walker) su(name string, args []field, c *callCtx) {

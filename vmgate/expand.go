@@ -248,23 +248,51 @@ func (e *expander) addValue(v string, quoted bool) {
 		e.cur = append(e.cur, v...)
 		return
 	}
-	if e.w.ifs {
-		// IFS was changed: the gate does not follow how the value splits.
+	ifs, known := e.w.splitIFS()
+	if !known {
+		// IFS holds what only the run knows: how the value splits is not
+		// known either.
 		e.mark(v)
 		return
 	}
 	for i := 0; i < len(v); i++ {
 		ch := v[i]
-		switch ch {
-		case ' ', '\t', '\n':
-			e.flush()
+		if strings.IndexByte(ifs, ch) >= 0 {
+			// IFS whitespace separates (runs of it count once); any other
+			// IFS character ends a field of its own, empty or not.
+			if ch == ' ' || ch == '\t' || ch == '\n' {
+				e.flush()
+			} else {
+				e.started = true
+				e.flush()
+			}
 			continue
+		}
+		switch ch {
 		case '*', '?', '[':
 			e.f.glob = true
 		}
 		e.cur = append(e.cur, ch)
 		e.started = true
 	}
+}
+
+// defaultIFS is IFS unset (bash sets it so at start, whatever the
+// environment says).
+const defaultIFS = " \t\n"
+
+// splitIFS returns the characters unquoted expansions split on, and
+// whether they are known: IFS as the script last set it (followed like
+// any variable), or the default.
+func (w *walker) splitIFS() (string, bool) {
+	if !w.ifs {
+		return defaultIFS, true
+	}
+	v, ok := w.vars["IFS"]
+	if !ok {
+		return defaultIFS, true // unset IFS splits as the default
+	}
+	return v.s, v.known && !v.arr
 }
 
 // addList adds an array or "$@": each element its own field when quoted.
@@ -355,6 +383,10 @@ func (e *expander) param(p *syntax.ParamExp, quoted bool) {
 		return
 	}
 	v, ok := w.vars[name]
+	if !ok && name == "IFS" {
+		// bash never takes IFS from the environment: unset, it is this.
+		v, ok = value{s: defaultIFS, known: true}, true
+	}
 	if !ok || !v.known {
 		e.mark(v.hint)
 		return

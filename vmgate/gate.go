@@ -86,6 +86,7 @@ func (g *Gate) Check(script string) Verdict {
 	}
 	w := newWalker(g, script)
 	w.stmts(f.Stmts, nil)
+	w.atExit()
 	return g.verdict(w.result())
 }
 

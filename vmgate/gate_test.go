@@ -123,6 +123,28 @@ var tableCases = []struct{ script, want string }{
 	{`countdown() { [ "$1" -gt 0 ] && countdown $(($1-1)); echo "$1"; }; countdown 3`, "allow"},
 	{`f() { git status; f; }; f`, "allow"},
 	{"f0() { git status; }; f1() { f0; }; f2() { f1; }; f3() { f2; }; f4() { f3; }; f5() { f4; }; f6() { f5; }; f7() { f6; }; f8() { f7; }; f9() { f8; }; f10() { f9; }; f11() { f10; }; f12() { f11; }; f13() { f12; }; f14() { f13; }; f15() { f14; }; f16() { f15; }; f17() { f16; }; f17", "undecidable"},
+	// Word splitting follows IFS: the default (bash never takes IFS from
+	// the environment), one the script set, or, when only the run knows
+	// it, undecidable where the word may hold a git write.
+	{`x="git${IFS}push"; $x`, "git:push"},
+	{`x="git${IFS}status"; $x`, "allow"},
+	{`IFS=:; x="git:push"; $x`, "git:push"},
+	{`IFS=,; set -- git,commit; $1 $2`, "git:commit"},
+	{`IFS=:; x="echo:git push"; $x`, "allow"},
+	{`IFS=:; p=/usr/bin:/bin; for d in $p; do ls "$d"; done`, "allow"},
+	{`IFS="$1"; x="git:push"; $x`, "undecidable"},
+	{`IFS=$(cat sep); x="git:push"; $x`, "undecidable"},
+	{`IFS="$1"; x="git:status"; $x`, "allow"},
+	// Run order: an EXIT trap runs after the body; a loop over known
+	// words runs each word, in order.
+	{"trap 'git push' EXIT; git commit -m x", "git:commit"},
+	{"trap 'git push' EXIT; echo done", "git:push"},
+	{"trap 'git push' EXIT; trap 'echo bye' EXIT; git status", "allow"},
+	{"trap 'git push' INT; git commit -m x", "git:push"},
+	{"for c in status commit; do git $c; done", "git:commit"},
+	{`for c in add commit; do git "$c" -A; done`, "git:add"},
+	{"for c in status log diff; do git $c; done", "allow"},
+	{`for f in *.txt; do git add "$f"; done`, "git:add"},
 	// builtin runs shell builtins only: git is none.
 	{"builtin git commit -m x", "allow"},
 	{"builtin git push", "allow"},

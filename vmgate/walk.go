@@ -3,6 +3,7 @@ package vmgate
 import (
 	"maps"
 	"path"
+	"slices"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -32,7 +33,8 @@ type walker struct {
 	shared   bool // vars belongs to an enclosing scope too: copy before writing
 	copies   int  // how many times vars was copied, to see whether a branch assigned
 	ifs      bool
-	pos      []field // positional parameters $1...
+	exitTrap *deferred // the EXIT trap, walked after the body (commands.go)
+	pos      []field   // positional parameters $1...
 	posKnown bool
 
 	// files the script itself wrote (echo ... > f, cat > f <<EOF), so
@@ -289,7 +291,18 @@ func (w *walker) stmt(s *syntax.Stmt, stdin, capture *input) {
 		w.stmts(c.Cond, nil)
 		w.branches(true, func() { w.stmts(c.Do, nil); w.stmts(c.Cond, nil) })
 	case *syntax.ForClause:
-		w.loop(c.Loop)
+		if name, items := w.loop(c.Loop); items != nil {
+			// A loop over words all known runs its body once for each,
+			// in order: the write it names is the one that runs first.
+			for _, it := range items {
+				w.setVar(name, value{s: it, known: true})
+				w.stmts(c.Do, nil)
+				if w.done {
+					break
+				}
+			}
+			break
+		}
 		w.branches(true, func() { w.stmts(c.Do, nil) })
 	case *syntax.CaseClause:
 		w.str(c.Word)
@@ -460,7 +473,13 @@ func (w *walker) setVar(name string, v value) {
 	w.vars[name] = v
 }
 
-func (w *walker) loop(l syntax.Loop) {
+// maxIter bounds the words of a loop whose body is walked once for each.
+const maxIter = 32
+
+// loop sets the loop's variable as its words allow; when every word is
+// known (and there are at most maxIter), it returns them, for the body to
+// be walked once for each.
+func (w *walker) loop(l syntax.Loop) (string, []string) {
 	switch l := l.(type) {
 	case *syntax.WordIter:
 		var items []field
@@ -472,6 +491,13 @@ func (w *walker) loop(l syntax.Loop) {
 		}
 		for _, it := range l.Items {
 			items = w.fields(items, it)
+		}
+		if len(items) > 0 && len(items) <= maxIter && !slices.ContainsFunc(items, func(f field) bool { return f.dyn || f.glob }) {
+			words := make([]string, len(items))
+			for i, it := range items {
+				words[i] = it.s
+			}
+			return l.Name.Value, words
 		}
 		v := value{}
 		if len(items) == 1 && !items[0].dyn && !items[0].glob {
@@ -491,6 +517,7 @@ func (w *walker) loop(l syntax.Loop) {
 		w.arith(l.Cond)
 		w.arith(l.Post)
 	}
+	return "", nil
 }
 
 func (w *walker) arith(x syntax.ArithmExpr) {
