@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"mvdan.cc/sh/v3/expand"
 	"mvdan.cc/sh/v3/syntax"
 )
 
@@ -1044,8 +1045,10 @@ func echoOutput(args []field) (string, bool) {
 	return text + "\n", true
 }
 
-// printfOutput renders the common printf forms (%s, %b, %d, escapes);
-// anything else is not followed.
+// printfOutput renders what printf prints, as bash's printf does (the
+// format reused while arguments remain, every conversion and escape), with
+// mvdan.cc/sh's own implementation of it; a dynamic word or a format it
+// refuses is not followed.
 func printfOutput(args []field) (string, bool) {
 	if len(args) > 0 && args[0].s == "--" {
 		args = args[1:]
@@ -1053,43 +1056,34 @@ func printfOutput(args []field) (string, bool) {
 	if len(args) == 0 {
 		return "", false
 	}
-	// printf decodes the escapes of $'...' in its format (\x67, \151).
-	format, rest := ansiC(args[0].s), args[1:]
-	var b strings.Builder
-	for {
-		k := 0
-		for i := 0; i < len(format); i++ {
-			ch := format[i]
-			if ch != '%' {
-				b.WriteByte(ch)
-				continue
-			}
-			if i+1 >= len(format) {
-				return "", false
-			}
-			i++
-			switch format[i] {
-			case '%':
-				b.WriteByte('%')
-			case 's', 'b', 'd':
-				if k < len(rest) {
-					if format[i] == 'b' {
-						b.WriteString(ansiC(rest[k].s))
-					} else {
-						b.WriteString(rest[k].s)
-					}
-				}
-				k++
-			default:
-				return "", false
-			}
+	for _, a := range args {
+		if a.dyn {
+			return "", false
 		}
-		if k == 0 || k >= len(rest) {
+	}
+	format := args[0].s
+	rest := make([]string, len(args)-1)
+	for i, a := range args[1:] {
+		rest[i] = a.s
+	}
+	var b strings.Builder
+	for round := 0; round < 1024; round++ {
+		out, n, err := expand.Format(nil, format, rest)
+		if err != nil {
+			return "", false
+		}
+		b.WriteString(out)
+		if b.Len() > maxValue {
+			return "", false
+		}
+		if n == 0 || n >= len(rest) {
 			break
 		}
-		rest = rest[k:]
+		rest = rest[n:]
 	}
-	return b.String(), true
+	// printf stops at a NUL byte in what it prints.
+	text, _, _ := strings.Cut(b.String(), "\x00")
+	return text, true
 }
 
 // runFile reads a script file the script itself wrote earlier; other

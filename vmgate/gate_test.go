@@ -145,6 +145,18 @@ var tableCases = []struct{ script, want string }{
 	{`for c in add commit; do git "$c" -A; done`, "git:add"},
 	{"for c in status log diff; do git $c; done", "allow"},
 	{`for f in *.txt; do git add "$f"; done`, "git:add"},
+	// printf as bash's printf prints it (mvdan.cc/sh's expand.Format):
+	// every conversion and escape, the format reused while arguments
+	// remain; $'...' escapes decoded as bash decodes them.
+	{"$(printf '%c%c%c' g i t) push", "git:push"},
+	{`$(printf '%b' 'g\x69t') push`, "git:push"},
+	{`$(printf '\x67it') commit`, "git:commit"},
+	{"printf 'git %s\n' push | sh", "git:push"},
+	{"printf 'git %s\n' status log | sh", "allow"},
+	{"printf 'git %s\n' status push | sh", "git:push"},
+	{"$(printf '%s' git) status", "allow"},
+	{`x=$'\x67it'; $x push`, "git:push"},
+	{`$'\q'git push`, "allow"}, // bash runs "\qgit", no git
 	// builtin runs shell builtins only: git is none.
 	{"builtin git commit -m x", "allow"},
 	{"builtin git push", "allow"},
