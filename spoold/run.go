@@ -320,6 +320,17 @@ func (r *run) loop(exited <-chan error) {
 		select {
 		case err := <-exited:
 			stopLimits()
+			// The limit watcher ends the job's group before it says why:
+			// the exit may be seen first, and the reason must still be
+			// the limit's.
+			select {
+			case why := <-limitHit:
+				if r.reason == endNone {
+					r.reason, r.limitText = endLimit, why
+					r.event(spool.Event{Type: spool.EventWorker, Text: why + ": ending the job"})
+				}
+			default:
+			}
 			r.exited(err)
 			return
 		case <-r.wake:

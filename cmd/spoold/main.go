@@ -45,6 +45,12 @@ func main() {
 }
 
 func run(args []string, stderr io.Writer) int {
+	// Signals are caught from the very start: a SIGTERM that comes while
+	// the tree is being made must find the handler (and is acted on once
+	// the daemon runs), not the default action.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
 	fs := flag.NewFlagSet("spoold", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var (
@@ -170,8 +176,6 @@ func run(args []string, stderr io.Writer) int {
 	}
 
 	ctx, stop := context.WithCancel(context.Background())
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	go func() {
 		sig := <-sigs
 		log.WithField("signal", sig.String()).Info("signal: stopping after the grace")
