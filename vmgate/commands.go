@@ -32,6 +32,15 @@ func (w *walker) exec(argv []field, c *callCtx) {
 		w.dynamicCommand(argv, c)
 		return
 	}
+	if to, ok := w.renamed(head); ok {
+		// hash -p /usr/bin/git g; g push: g is git.
+		if to == maybeGit {
+			w.dynamicCommand(append([]field{{s: string(dynMark), dyn: true, hint: "git"}}, argv[1:]...), c)
+			return
+		}
+		argv = append([]field{{s: to}}, argv[1:]...)
+		head, base = argv[0], to
+	}
 	plain := !strings.Contains(head.s, "/")
 	if plain && w.expandAliases && !head.quoted && c.callWord != nil {
 		if v, ok := w.aliases[head.s]; ok {
@@ -143,6 +152,18 @@ func (w *walker) exec(argv []field, c *callCtx) {
 				w.wrote(args[1].s, f, false)
 			}
 		}
+		w.link(args, false)
+	case "ln", "install":
+		w.link(args, base == "ln")
+	case "hash":
+		// hash -p PATH NAME: NAME runs PATH from now on.
+		for k := 0; k+2 < len(args); k++ {
+			if args[k].s == "-p" && !args[k+1].dyn && !args[k+2].dyn {
+				if to, ok := commandName(args[k+1]); ok {
+					w.standFor(args[k+2].s, to)
+				}
+			}
+		}
 	case "cat":
 		w.cat(args, c)
 	}
@@ -157,6 +178,70 @@ var bashBuiltins = map[string]bool{
 	"readarray": true, "printf": true, "echo": true, "getopts": true, "builtin": true,
 	"cd": true, "export": true, "declare": true, "local": true, "typeset": true, "hash": true,
 	"enable": true, "let": true, "test": true, "[": true, "true": true, "false": true, ":": true,
+}
+
+// link records what `ln -s TARGET LINK`, `cp TARGET COPY` or `install
+// TARGET COPY` make: LINK runs the program TARGET names. Only the
+// programs that matter are followed (git and the shells).
+func (w *walker) link(args []field, symbolic bool) {
+	var ops []field
+	for _, a := range args {
+		if strings.HasPrefix(a.s, "-") && !a.dyn {
+			continue
+		}
+		ops = append(ops, a)
+	}
+	if len(ops) != 2 || ops[1].dyn {
+		return
+	}
+	to, ok := commandName(ops[0])
+	if !ok {
+		// A target only the run knows (ln -s "$(command -v git)" g) may
+		// be git: the link is judged as a dynamic command word, whose
+		// arguments decide (./g log passes, ./g push does not).
+		to = maybeGit
+	} else if !followedProgram(to) {
+		return
+	}
+	dst := ops[1].s
+	w.standFor(cleanPath(dst), to)
+	if !strings.Contains(dst, "/") {
+		w.standFor(cleanPath("./"+dst), to)
+	}
+}
+
+// maybeGit is what a link stands for when its target may be git.
+const maybeGit = "\x00git?"
+
+func followedProgram(name string) bool {
+	switch name {
+	case "git", "bash", "sh", "dash", "zsh", "ksh":
+		return true
+	}
+	return strings.HasPrefix(name, "git-")
+}
+
+func (w *walker) standFor(name, to string) {
+	if w.aliasOf == nil {
+		w.aliasOf = map[string]string{}
+	}
+	w.aliasOf[name] = to
+}
+
+// renamed returns the program a command word stands for, if the script
+// made it stand for one (link, hash -p).
+func (w *walker) renamed(head field) (string, bool) {
+	if w.aliasOf == nil || head.dyn {
+		return "", false
+	}
+	if !strings.Contains(head.s, "/") {
+		to, ok := w.aliasOf[head.s]
+		if ok {
+			return to, true
+		}
+	}
+	to, ok := w.aliasOf[cleanPath(head.s)]
+	return to, ok
 }
 
 // wrapper is a command that runs the command after its options (and after

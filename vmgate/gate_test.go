@@ -157,6 +157,18 @@ var tableCases = []struct{ script, want string }{
 	{"$(printf '%s' git) status", "allow"},
 	{`x=$'\x67it'; $x push`, "git:push"},
 	{`$'\q'git push`, "allow"}, // bash runs "\qgit", no git
+	// argv[0] and the command hash: a name or path the script made stand
+	// for git is git.
+	{"hash -p /usr/bin/git g; g push", "git:push"},
+	{"hash -p /usr/bin/git g; g status", "allow"},
+	{"ln -s /usr/bin/git ./g; ./g push", "git:push"},
+	{"ln -sf /usr/bin/git /tmp/g && /tmp/g commit -m x", "git:commit"},
+	{"cp /usr/bin/git ./mygit; ./mygit push", "git:push"},
+	{`ln -s "$(command -v git)" g; ./g push`, "undecidable"},
+	{`ln -s "$(command -v git)" g; ./g log`, "allow"},
+	{"ln -s /usr/bin/python3 py; ./py x.py", "allow"},
+	{"exec -a notgit git push", "git:push"},
+	{"exec -a git /bin/true", "allow"},
 	// builtin runs shell builtins only: git is none.
 	{"builtin git commit -m x", "allow"},
 	{"builtin git push", "allow"},

@@ -40,6 +40,10 @@ type walker struct {
 	// files the script itself wrote (echo ... > f, cat > f <<EOF), so
 	// that running one (bash f, ./f, source f) is read too.
 	files map[string]input
+	// aliasOf: names and paths the script made stand for a program: hash
+	// -p PATH NAME, ln -s PATH LINK, cp PATH COPY. Running one runs that
+	// program (commands.go, renamed).
+	aliasOf map[string]string
 
 	funcs         map[string]*syntax.Stmt
 	caller        string // the outermost function call being read, for messages
