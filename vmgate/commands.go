@@ -1152,8 +1152,12 @@ func printfOutput(args []field) (string, bool) {
 		rest[i] = a.s
 	}
 	var b strings.Builder
+	// A Config of its own each call: Format with a nil Config prepares
+	// and writes one shared package-level Config, a data race between
+	// decisions made at once (found by TestConcurrent under -race).
+	cfg := &expand.Config{}
 	for round := 0; round < 1024; round++ {
-		out, n, err := expand.Format(nil, format, rest)
+		out, n, err := expand.Format(cfg, format, rest)
 		if err != nil {
 			return "", false
 		}
