@@ -141,14 +141,14 @@ func (w *walker) analyzeGit(args []field, dashed string, c *callCtx) gitResult {
 // code; the others (GIT_CONFIG_* with such keys, GIT_EXTERNAL_DIFF,
 // GIT_EXEC_PATH) are writes in disguise.
 func (w *walker) gitEnv(c *callCtx) (gitResult, bool) {
-	for _, name := range []string{"GIT_PAGER", "PAGER", "GIT_EDITOR", "VISUAL", "EDITOR", "GIT_SEQUENCE_EDITOR", "GIT_SSH_COMMAND"} {
+	for _, name := range []string{"GIT_PAGER", "PAGER", "GIT_EDITOR", "VISUAL", "EDITOR", "GIT_SEQUENCE_EDITOR", "GIT_SSH_COMMAND", "GIT_EXTERNAL_DIFF"} {
 		// A value only known at run time names a program the gate cannot
 		// see, like any program path: it is not refused.
 		if f, ok := w.envLookup(c, name); ok && !onlyDynamic(f.s) {
 			w.code(f, c, nil, false)
 		}
 	}
-	for _, name := range []string{"GIT_EXTERNAL_DIFF", "GIT_EXEC_PATH"} {
+	for _, name := range []string{"GIT_EXEC_PATH"} {
 		if f, ok := w.envLookup(c, name); ok && f.s != "" {
 			return gitResult{kind: gitWrite, sub: name, why: name + " makes git run another program"}, true
 		}
@@ -235,7 +235,7 @@ func (w *walker) gitConfigParam(f field, fromEnv bool, c *callCtx) (gitResult, b
 func configCode(key, val string) bool {
 	k := strings.ToLower(key)
 	switch k {
-	case "core.pager", "core.editor", "sequence.editor", "core.sshcommand":
+	case "core.pager", "core.editor", "sequence.editor", "core.sshcommand", "diff.external":
 		return true
 	}
 	return strings.HasPrefix(k, "pager.") && !isBool(val)
@@ -262,7 +262,7 @@ func configRuns(key, val string) bool {
 	switch k {
 	case "core.fsmonitor":
 		return !isBool(val)
-	case "core.hookspath", "diff.external", "core.askpass", "core.gitproxy", "core.alternaterefscommand",
+	case "core.hookspath", "core.askpass", "core.gitproxy", "core.alternaterefscommand",
 		"credential.helper", "gpg.program", "uploadpack.packobjectshook", "imap.tunnel", "web.browser",
 		"include.path", "sendemail.smtpserver", "sendemail.sendmailcmd":
 		return true
@@ -432,6 +432,41 @@ func (g gitArgs) first() (string, bool) {
 	return g.ops[0].s, true
 }
 
+// readCode judges as code the options of read subcommands that run a
+// command: git grep -O/--open-files-in-pager, git difftool -x/--extcmd.
+// A harmless value passes (-O less); one that runs a write is refused.
+func (w *walker) readCode(sub string, rest []field, c *callCtx) {
+	var short, long string
+	switch sub {
+	case "grep":
+		short, long = "-O", "--open-files-in-pager"
+	case "difftool":
+		short, long = "-x", "--extcmd"
+	default:
+		return
+	}
+	for k, a := range rest {
+		switch {
+		case a.s == "--":
+			return
+		case a.s == long || sub == "difftool" && a.s == short:
+			// difftool -x CMD takes the next word; grep -O alone uses the
+			// configured pager, judged with the configuration.
+			if k+1 < len(rest) && sub == "difftool" {
+				w.code(rest[k+1], c, nil, false)
+			}
+		case strings.HasPrefix(a.s, long+"="):
+			f := a
+			f.s = a.s[len(long)+1:]
+			w.code(f, c, nil, false)
+		case strings.HasPrefix(a.s, short) && len(a.s) > len(short):
+			f := a
+			f.s = a.s[len(short):]
+			w.code(f, c, nil, false)
+		}
+	}
+}
+
 func (w *walker) classify(sub string, rest []field, c *callCtx) gitResult {
 	write := gitResult{kind: gitWrite, sub: sub, why: "git " + sub + " writes to the repository"}
 	switch sub {
@@ -454,6 +489,7 @@ func (w *walker) classify(sub string, rest []field, c *callCtx) gitResult {
 	if len(rest) > 0 && rest[0].s == "-h" {
 		return read
 	}
+	w.readCode(sub, rest, c)
 	kind, ok := gitTable[sub]
 	if !ok {
 		return gitResult{kind: gitUndecidable, sub: sub, why: "git " + sub + " is not a git command the gate knows: it may be an alias"}
