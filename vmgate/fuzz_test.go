@@ -2,6 +2,7 @@ package vmgate
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -34,4 +35,72 @@ func FuzzCheck(f *testing.F) {
 			t.Fatalf("Check(%q) = inconsistent verdict %+v", script, v1)
 		}
 	})
+}
+
+// FuzzRoutes: a script and its rewrites through the routes the gate
+// models (a function, a variable run with eval, sh -c, a pipe into sh) get
+// the same verdict: allowed, or refused. A gate that can be stepped
+// around by rewording teaches the agent to reword.
+func FuzzRoutes(f *testing.F) {
+	for _, tc := range seedCases {
+		f.Add(tc.script)
+	}
+	for _, tc := range tableCases {
+		f.Add(tc.script)
+	}
+	f.Fuzz(func(t *testing.T, script string) {
+		if !routable(script) {
+			return
+		}
+		want := Check(script)
+		q := shellQuote(script)
+		for _, rw := range []string{
+			"f() {\n" + script + "\n}\nf",
+			"x=" + q + "\neval \"$x\"",
+			"sh -c " + q,
+			"bash -c " + q,
+			"printf '%s\\n' " + q + " | sh",
+			"echo " + q + " | bash",
+		} {
+			got := Check(rw)
+			if got.Allowed != want.Allowed {
+				t.Fatalf("%q: %v (%s)\nrewritten %q: %v (%s)", script, want.Allowed, reasonOf(want), rw, got.Allowed, reasonOf(got))
+			}
+		}
+	})
+}
+
+// routable keeps the scripts whose rewrites mean the same to bash: one
+// that parses, a line or a few of commands, without what a function or a
+// new shell sees differently (positional parameters, $0, return, exit,
+// traps, aliases, local, here-documents, bash-only syntax that sh -c
+// would refuse, NULs).
+func routable(s string) bool {
+	if s == "" || len(s) > 300 || strings.ContainsAny(s, "\x00$`!\\") || strings.Contains(s, "<<") {
+		return false
+	}
+	// sh -c takes its code from its first non-option argument: a script
+	// that starts with - or + would be read as options.
+	if t := strings.TrimSpace(s); t == "" || t[0] == '-' || t[0] == '+' {
+		return false
+	}
+	for _, w := range []string{"return", "exit", "trap", "alias", "shopt", "local", "set", "shift", "exec", "source", ". ", "function", "(", "{", "[[", "declare", "typeset", "read", "ulimit", "cd", "IFS", "hash", "ln", "cp ", "install", "unset"} {
+		if strings.Contains(s, w) {
+			return false
+		}
+	}
+	f, err := parse(s)
+	return err == nil && len(f.Stmts) > 0 // an empty function body is a syntax error
+
+}
+
+func reasonOf(v Verdict) string {
+	if v.Reason == nil {
+		return "allowed"
+	}
+	g := ""
+	if v.Git != nil {
+		g = " " + *v.Git
+	}
+	return *v.Reason + g
 }
