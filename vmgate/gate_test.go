@@ -367,6 +367,8 @@ var tableCases = []struct{ script, want string }{
 	{"git --bare --literal-pathspecs log", "allow"},
 	{"git --exec-path", "allow"},
 	{"git --exec-path=/tmp/evil status", "git:--exec-path"},
+	{"git --exec-path=/usr/lib/git-core status", "allow"},
+	{"git --exec-path=/usr/libexec/git-core/ commit -m x", "git:commit"},
 	{"git --version", "allow"},
 	{"git -c color.ui=never -c core.quotepath=off diff", "allow"},
 	{"git -c alias.st=status st", "git:-c"},

@@ -116,7 +116,11 @@ func (w *walker) analyzeGit(args []field, dashed string, c *callCtx) gitResult {
 			case gitValueOpts[s]:
 				i++
 			case strings.HasPrefix(s, "--exec-path="):
-				return gitResult{kind: gitWrite, sub: "--exec-path", why: "git --exec-path=DIR makes git run the programs in DIR"}
+				// Git's own programs' place is no disguise: the option is
+				// skipped, and the subcommand after it judged.
+				if !gitCoreDir(s[len("--exec-path="):]) {
+					return gitResult{kind: gitWrite, sub: "--exec-path", why: "git --exec-path=DIR makes git run the programs in DIR"}
+				}
 			case s == "-v" || s == "--version" || s == "-h" || s == "--help" || s == "--exec-path" ||
 				s == "--html-path" || s == "--man-path" || s == "--info-path":
 				return gitResult{} // prints and exits
@@ -134,6 +138,16 @@ func (w *walker) analyzeGit(args []field, dashed string, c *callCtx) gitResult {
 		w.policy("git", append([]field{{s: sub}}, rest...), c)
 	}
 	return w.classify(sub, rest, c)
+}
+
+// gitCoreDir reports whether dir is where a distribution installs git's
+// own programs.
+func gitCoreDir(dir string) bool {
+	switch strings.TrimSuffix(dir, "/") {
+	case "/usr/lib/git-core", "/usr/libexec/git-core", "/usr/local/libexec/git-core", "/usr/local/lib/git-core":
+		return true
+	}
+	return false
 }
 
 // gitEnv finds environment settings that make git run commands: those
