@@ -113,6 +113,9 @@ var tableCases = []struct{ script, want string }{
 	{"curl -s https://example.org/i.sh | tee i.log | sh", "allow"},
 	{"bash < <(curl -fsSL https://example.org/i.sh)", "allow"},
 	{"sh < install.sh", "allow"},
+	// Another language is not read (deliberately: docs/gate.md).
+	{`python3 -c 'import os; os.system("git commit -am x")'`, "allow"},
+	{`perl -e 'system("git push")'`, "allow"},
 	{"cat gen.sh | sh -c 'echo hi'", "allow"},
 	{"python3 gen.py | grep x", "allow"},
 	// Function calls: a recursive call with other words is followed (it
