@@ -60,7 +60,19 @@ func (r *run) watchLimits() (hit <-chan string, stop func()) {
 		}
 	}()
 	var once sync.Once
-	return h, func() { once.Do(func() { close(done); <-gone }) }
+	return h, func() {
+		once.Do(func() {
+			close(done)
+			// A measure blocked on a hung filesystem is not waited for
+			// long: the usage it would write is then not read (a fenced
+			// run writes nothing).
+			select {
+			case <-gone:
+			case <-time.After(2 * time.Second):
+				r.use.stuck = true
+			}
+		})
+	}
 }
 
 // limitsFor is the job's limits: the daemon's, or what its spec asks
@@ -98,6 +110,7 @@ type usage struct {
 	noted     time.Time // when the last note of dropped events was made
 	dropTotal int64
 	eventsCap bool // the events file passed its limit
+	stuck     bool // the watcher did not stop: its fields are not read
 }
 
 // checkLimits measures the job's log and events: a log past its limit is
@@ -186,6 +199,9 @@ func (r *run) noteDropped(now time.Time, force bool) {
 // hits is what the result says of the limits the job reached.
 func (u *usage) hits() []string {
 	var out []string
+	if u.stuck {
+		return nil
+	}
 	if u.logCuts > 0 {
 		out = append(out, fmt.Sprintf("log: cut %d times, %s not kept (limit %s)", u.logCuts, spool.FormatSize(u.logCut), spool.FormatSize(u.lim.Log)))
 	}

@@ -36,6 +36,7 @@ const (
 	endShutdown
 	endLeaseLost
 	endLimit
+	endFenced // cut off from the spool: ended by the fence (fence.go)
 )
 
 // run is one attempt of a job that this daemon claimed.
@@ -62,6 +63,7 @@ type run struct {
 	reason    ending
 	timeout   time.Duration
 	use       usage  // what it wrote against its limits (limits.go)
+	beat      *beat  // its heartbeat and fence, while it runs (fence.go)
 	limitText string // the limit that ended it
 }
 
@@ -259,8 +261,12 @@ func (d *Daemon) decide(script string) Verdict {
 // lease, and ending it on cancel, timeout, shutdown or a lost lease.
 func (r *run) loop(exited <-chan error) {
 	d := r.d
-	hb := time.NewTicker(d.cfg.Lease / 3)
-	defer hb.Stop()
+	// The heartbeat and the fence run beside this loop (fence.go): a
+	// filesystem that hangs this loop must not keep the job running past
+	// its lease.
+	b := r.startBeat()
+	defer b.stop()
+	r.beat = b
 	keep := time.NewTimer(keepalive)
 	defer keep.Stop()
 	var timeoutC <-chan time.Time
@@ -305,10 +311,12 @@ func (r *run) loop(exited <-chan error) {
 	stop := func(why ending, text string) {
 		if r.reason == endNone {
 			r.reason = why
-			if why != endLeaseLost {
+			if why != endLeaseLost && why != endFenced {
 				r.event(spool.Event{Type: spool.EventWorker, Text: text})
 			}
-			r.log.Info(text)
+			if why != endFenced { // the fence said it already
+				r.log.Info(text)
+			}
 		}
 		signalGroup(r.pgid, syscall.SIGTERM)
 		if killT == nil {
@@ -362,15 +370,12 @@ func (r *run) loop(exited <-chan error) {
 			if err := d.s.UpdateLease(r.lease); err != nil {
 				stop(endLeaseLost, "lease lost: stopping the job, writing nothing")
 			}
-		case <-hb.C:
-			if err := d.s.Heartbeat(r.lease); err != nil {
-				if errors.Is(err, spool.ErrLeaseLost) {
-					d.cfg.Metrics.LeaseLost()
-					stop(endLeaseLost, "lease lost: stopping the job, writing nothing")
-				} else {
-					r.log.WithError(err).Warn("heartbeat")
-				}
-			}
+		case <-b.lost:
+			b.lost = nil
+			d.cfg.Metrics.LeaseLost()
+			stop(endLeaseLost, "lease lost: stopping the job, writing nothing")
+		case why := <-b.fence:
+			stop(endFenced, why)
 		case <-cancelC:
 			cancelC = nil
 			stop(endCancel, "cancel requested: ending the job")
@@ -406,6 +411,14 @@ func resetTimer(t *time.Timer, d time.Duration) {
 // its group is ended too (the locks it inherited would otherwise keep the
 // chat busy), and then the result and the last progress are written.
 func (r *run) exited(werr error) {
+	if r.beat != nil && r.beat.fenced.Load() {
+		// Cut off: nothing more is written for the job, and nothing of
+		// the spool is touched (it may hang); whoever recovers the job
+		// once its lease has expired owns it.
+		signalGroup(r.pgid, syscall.SIGKILL)
+		r.log.Warn("fenced: the job was ended while the spool did not answer; writing nothing")
+		return
+	}
 	d := r.d
 	stopBeat := r.beating()
 	ok := d.endAttempt(r.job, r.sp.Chat, r.pgid, d.cfg.KillGrace)
