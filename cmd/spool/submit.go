@@ -134,18 +134,11 @@ func (a *app) submit(args []string) error {
 	if err := sp.Validate(); err != nil {
 		return bad("%v", err)
 	}
-	floor, err := spool.FloorFromEnv(a.getenv)
-	if err != nil {
-		return bad("%v", err)
-	}
-	s, err := a.open()
+	s, err := a.openToSubmit()
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	// Below the floor a submit is refused, as spoold stops claiming: a
-	// runaway job filling the disk must not take the queue with it.
-	s.Floor = floor
 	job, err := s.Submit(sp)
 	if err != nil {
 		// Submit leaves nothing behind; a spool that cannot be written
@@ -154,6 +147,22 @@ func (a *app) submit(args []string) error {
 	}
 	fmt.Fprintln(a.stdout, job)
 	return nil
+}
+
+// openToSubmit opens the spool with the free-space floor of the
+// environment: below it a submit is refused, as spoold stops claiming, so
+// that a runaway job filling the disk does not take the queue with it.
+func (a *app) openToSubmit() (*spool.Spool, error) {
+	floor, err := spool.FloorFromEnv(a.getenv)
+	if err != nil {
+		return nil, &exitError{cli.ExitUsage, err.Error()}
+	}
+	s, err := a.open()
+	if err != nil {
+		return nil, err
+	}
+	s.Floor = floor
+	return s, nil
 }
 
 // submitBatch queues the specs of name, one a line: every line is parsed
@@ -195,16 +204,11 @@ func (a *app) submitBatch(name string) error {
 	if len(specs) == 0 {
 		return bad("batch %s: no spec in it", name)
 	}
-	floor, err := spool.FloorFromEnv(a.getenv)
-	if err != nil {
-		return bad("%v", err)
-	}
-	s, err := a.open()
+	s, err := a.openToSubmit()
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	s.Floor = floor
 	ids, err := s.SubmitBatch(specs)
 	w := bufio.NewWriter(a.stdout)
 	for _, id := range ids {
