@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
 	"github.com/vmspool/vmspool/internal/cli"
 	"github.com/vmspool/vmspool/internal/ops"
 	"github.com/vmspool/vmspool/spool"
@@ -51,130 +53,36 @@ func run(args []string, stderr io.Writer) int {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
-	fs := flag.NewFlagSet("spoold", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	var (
-		dir        = fs.String("spool", "", "the spool `DIR` (default $SPOOL_DIR, $JOBS_DIR, then the system default)")
-		workers    = fs.Int("workers", 1, "jobs run at once by this daemon")
-		lease      = cli.Duration(fs, "lease", 30*time.Second, "lease; heartbeat every lease/3, recovery every lease")
-		grace      = cli.Duration(fs, "grace", 10*time.Second, "how long a shutdown waits for running jobs")
-		killGrace  = cli.Duration(fs, "kill-grace", 5*time.Second, "between SIGTERM and SIGKILL to a job's process group")
-		host       = fs.String("host", "", "this host's name in leases (default the host name)")
-		worker     = fs.String("worker", "", "this daemon's name in leases (default host:pid)")
-		poll       = cli.Duration(fs, "poll", 0, "rescan every D instead of inotify (shared filesystems)")
-		rescan     = cli.Duration(fs, "rescan", 30*time.Second, "safety-net rescan interval with inotify")
-		maxTimeout = cli.Duration(fs, "max-timeout", 0, "cap on every job's timeout, and the timeout of jobs without one (0: none)")
-		commitTool = fs.String("commit-tool", vmgate.DefaultCommitTool, "the commit tool the gate's refusals name")
-		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
-		metricsOut = fs.String("metrics-file", "", "node_exporter textfile `PATH` for the metrics (default <spool>/metrics/spoold-<host>.prom; off: none)")
-		metricsDt  = cli.Duration(fs, "metrics-every", ops.DefaultTextfileEvery, "how often the metrics textfile is written")
-		maxLog     = fs.String("max-log", "64MiB", "cut a job's log back when it passes `SIZE` (0: no limit)")
-		maxEvents  = fs.String("max-events", "64MiB", "end a job whose events pass `SIZE` (0: no limit)")
-		eventRate  = fs.Int("max-event-rate", 100, "relay at most `N` events a second of a job to its chat (0: no limit)")
-		ceiling    = fs.Int("limits-ceiling", 4, "a spec's \"limits\" may ask for up to `N` times the limits above")
-		minFree    = fs.String("min-free", spool.FormatSizeFlag(spool.DefaultFloor.Bytes), "claim no new job while less than `SIZE` is free (0: off)")
-		minPct     = fs.Float64("min-free-percent", spool.DefaultFloor.Percent, "nor while less than `P` percent is free (0: off)")
-		minInodes  = fs.Int64("min-free-inodes", spool.DefaultFloor.Inodes, "nor while fewer than `N` inodes are free (0: off)")
-		version    = fs.Bool("version", false, "print the version and exit")
-	)
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			fmt.Fprint(os.Stdout, usage)
-			fs.SetOutput(os.Stdout)
-			fs.PrintDefaults()
-			return cli.ExitOK
-		}
-		fmt.Fprintf(stderr, "spoold: %v (see spoold -h)\n", err)
-		return cli.ExitUsage
+	f, code, ok := parseFlags(args, stderr)
+	if !ok {
+		return code
 	}
-	if *version {
-		fmt.Println(cli.Version("spoold"))
-		return cli.ExitOK
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "spoold: unexpected argument %q (see spoold -h)\n", fs.Arg(0))
-		return cli.ExitUsage
-	}
-	switch {
-	case *workers < 1 || *workers > 1024:
-		return usageErr(stderr, "--workers %d: want 1 to 1024", *workers)
-	case *lease < 100*time.Millisecond:
-		return usageErr(stderr, "--lease %v: want at least 100ms", *lease)
-	case *grace < 0 || *killGrace <= 0:
-		return usageErr(stderr, "--grace and --kill-grace must be positive")
-	case *poll < 0 || *rescan <= 0 || *maxTimeout < 0 || *metricsDt <= 0:
-		return usageErr(stderr, "--poll, --rescan, --max-timeout and --metrics-every must be positive")
-	case *eventRate < 0 || *ceiling < 1 || *minPct < 0 || *minPct > 100 || *minInodes < 0:
-		return usageErr(stderr, "--max-event-rate and --min-free-inodes must not be negative, --limits-ceiling at least 1, --min-free-percent 0 to 100")
-	}
-	var limits spool.Limits
-	var floor spool.Floor
-	for _, sz := range []struct {
-		name string
-		flag string
-		to   *int64
-	}{{"--max-log", *maxLog, &limits.Log}, {"--max-events", *maxEvents, &limits.Events}, {"--min-free", *minFree, &floor.Bytes}} {
-		n, err := spool.ParseSize(sz.flag)
-		if err != nil {
-			return usageErr(stderr, "%s: %v", sz.name, err)
-		}
-		*sz.to = n
-	}
-	limits.EventRate = *eventRate
-	floor.Percent, floor.Inodes = *minPct, *minInodes
-	ceilings := spool.Limits{Log: limits.Log * int64(*ceiling), Events: limits.Events * int64(*ceiling), EventRate: limits.EventRate * *ceiling}
-	log, err := cli.Logger(stderr, *logLevel)
+	log, err := cli.Logger(stderr, f.logLevel)
 	if err != nil {
 		return usageErr(stderr, "%v", err)
 	}
-	gate, err := vmgate.New(vmgate.WithCommitTool(*commitTool))
+	gate, err := vmgate.New(vmgate.WithCommitTool(f.commitTool))
 	if err != nil {
 		return usageErr(stderr, "%v", err)
 	}
-	path := spool.ResolveDir(*dir, os.Getenv, os.Getuid())
-	s, err := spool.Create(path)
+	s, err := openSpool(f.dir)
 	if err != nil {
 		fmt.Fprintf(stderr, "spoold: %v\n", err)
 		return cli.ExitFail
 	}
 	defer s.Close()
-	// As root, a spool another user can write would have root run what
-	// that user queues: refused. Whoever we run as, only our own and
-	// root's specs and markers are run (docs/operations.md, "Who owns what").
-	if err := spool.CheckRootSafe(s.Dir, os.Geteuid()); err != nil {
-		fmt.Fprintf(stderr, "spoold: %v\n", err)
-		return cli.ExitFail
-	}
-	s.TrustOwners(os.Geteuid(), 0)
-	env := jobEnvironment(os.LookupEnv, os.Executable)
 	// Metrics go to a node_exporter textfile: spoold serves no HTTP.
 	reg := ops.NewRegistry("spoold", false)
-	metrics, gateMetrics := ops.NewSpooldMetrics(reg), ops.NewGateMetrics(reg)
 	notifier := ops.NewNotifier()
-	d, err := spoold.New(spoold.Config{
-		Spool: s, Workers: *workers, Lease: *lease, Grace: *grace, KillGrace: *killGrace,
-		Host: *host, Worker: *worker, Poll: *poll, Rescan: *rescan, MaxTimeout: *maxTimeout,
-		Env: env, Log: log, Metrics: metrics, Limits: limits, Ceilings: ceilings, Floor: floor,
-		Ready: func() { notifier.Ready() },
-		Gate: func(script string) spoold.Verdict {
-			began := time.Now()
-			v := gate.Check(script)
-			r, git := "", ""
-			if v.Reason != nil {
-				r = *v.Reason
-			}
-			if v.Git != nil {
-				git = *v.Git
-			}
-			gateMetrics.Decision(v.Allowed, r, git, time.Since(began))
-			return spoold.Verdict{Allowed: v.Allowed, Reason: r, Message: v.Message}
-		},
-	})
+	cfg := f.config(s, log)
+	cfg.Metrics = ops.NewSpooldMetrics(reg)
+	cfg.Gate = gateFunc(gate, ops.NewGateMetrics(reg))
+	cfg.Ready = func() { notifier.Ready() }
+	d, err := spoold.New(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "spoold: %v\n", strings.TrimPrefix(err.Error(), "spoold: "))
 		return cli.ExitFail
 	}
-
 	ctx, stop := context.WithCancel(context.Background())
 	go func() {
 		sig := <-sigs
@@ -192,26 +100,165 @@ func run(args []string, stderr io.Writer) int {
 	}
 	// The textfile outlives ctx: its last write, after the jobs ended,
 	// holds the final counts.
-	mctx, stopMetrics := context.WithCancel(context.Background())
-	mdone := make(chan struct{})
-	if prom := metricsPath(*metricsOut, s.Dir, *host); prom != "" {
-		go func() {
-			defer close(mdone)
-			ops.WriteTextfileLoopMode(mctx, reg, prom, metricsMode(prom, s.Dir), *metricsDt, func(err error) {
-				log.WithError(err).Warn("cannot write the metrics textfile")
-			})
-		}()
-	} else {
-		close(mdone)
-	}
+	stopMetrics := startTextfile(reg, metricsPath(f.metricsOut, s.Dir, f.host), s.Dir, f.metricsEvery, log)
 	err = d.Run(ctx)
 	stopMetrics()
-	<-mdone
 	if err != nil {
 		fmt.Fprintf(stderr, "spoold: %v\n", strings.TrimPrefix(err.Error(), "spoold: "))
 		return cli.ExitFail
 	}
 	return cli.ExitOK
+}
+
+// flags are spoold's command line, checked.
+type flags struct {
+	dir, host, worker, commitTool, logLevel, metricsOut string
+	workers                                             int
+	lease, grace, killGrace, poll, rescan, maxTimeout   time.Duration
+	metricsEvery                                        time.Duration
+	limits, ceilings                                    spool.Limits
+	floor                                               spool.Floor
+}
+
+// parseFlags reads and checks the command line; when ok is false, spoold
+// exits with code at once (after -h, --version or a usage error, said on
+// stderr in one line).
+func parseFlags(args []string, stderr io.Writer) (f flags, code int, ok bool) {
+	fs := flag.NewFlagSet("spoold", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&f.dir, "spool", "", "the spool `DIR` (default $SPOOL_DIR, $JOBS_DIR, then the system default)")
+	fs.IntVar(&f.workers, "workers", 1, "jobs run at once by this daemon")
+	cli.DurationVar(fs, &f.lease, "lease", 30*time.Second, "lease; heartbeat every lease/3, recovery every lease")
+	cli.DurationVar(fs, &f.grace, "grace", 10*time.Second, "how long a shutdown waits for running jobs")
+	cli.DurationVar(fs, &f.killGrace, "kill-grace", 5*time.Second, "between SIGTERM and SIGKILL to a job's process group")
+	fs.StringVar(&f.host, "host", "", "this host's name in leases (default the host name)")
+	fs.StringVar(&f.worker, "worker", "", "this daemon's name in leases (default host:pid)")
+	cli.DurationVar(fs, &f.poll, "poll", 0, "rescan every D instead of inotify (shared filesystems)")
+	cli.DurationVar(fs, &f.rescan, "rescan", 30*time.Second, "safety-net rescan interval with inotify")
+	cli.DurationVar(fs, &f.maxTimeout, "max-timeout", 0, "cap on every job's timeout, and the timeout of jobs without one (0: none)")
+	fs.StringVar(&f.commitTool, "commit-tool", vmgate.DefaultCommitTool, "the commit tool the gate's refusals name")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&f.metricsOut, "metrics-file", "", "node_exporter textfile `PATH` for the metrics (default <spool>/metrics/spoold-<host>.prom; off: none)")
+	cli.DurationVar(fs, &f.metricsEvery, "metrics-every", ops.DefaultTextfileEvery, "how often the metrics textfile is written")
+	maxLog := fs.String("max-log", "64MiB", "cut a job's log back when it passes `SIZE` (0: no limit)")
+	maxEvents := fs.String("max-events", "64MiB", "end a job whose events pass `SIZE` (0: no limit)")
+	eventRate := fs.Int("max-event-rate", 100, "relay at most `N` events a second of a job to its chat (0: no limit)")
+	ceiling := fs.Int("limits-ceiling", 4, "a spec's \"limits\" may ask for up to `N` times the limits above")
+	minFree := fs.String("min-free", spool.FormatSizeFlag(spool.DefaultFloor.Bytes), "claim no new job while less than `SIZE` is free (0: off)")
+	fs.Float64Var(&f.floor.Percent, "min-free-percent", spool.DefaultFloor.Percent, "nor while less than `P` percent is free (0: off)")
+	fs.Int64Var(&f.floor.Inodes, "min-free-inodes", spool.DefaultFloor.Inodes, "nor while fewer than `N` inodes are free (0: off)")
+	version := fs.Bool("version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			fmt.Fprint(os.Stdout, usage)
+			fs.SetOutput(os.Stdout)
+			fs.PrintDefaults()
+			return f, cli.ExitOK, false
+		}
+		fmt.Fprintf(stderr, "spoold: %v (see spoold -h)\n", err)
+		return f, cli.ExitUsage, false
+	}
+	if *version {
+		fmt.Println(cli.Version("spoold"))
+		return f, cli.ExitOK, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "spoold: unexpected argument %q (see spoold -h)\n", fs.Arg(0))
+		return f, cli.ExitUsage, false
+	}
+	bad := func(format string, args ...any) (flags, int, bool) {
+		return f, usageErr(stderr, format, args...), false
+	}
+	switch {
+	case f.workers < 1 || f.workers > 1024:
+		return bad("--workers %d: want 1 to 1024", f.workers)
+	case f.lease < 100*time.Millisecond:
+		return bad("--lease %v: want at least 100ms", f.lease)
+	case f.grace < 0 || f.killGrace <= 0:
+		return bad("--grace and --kill-grace must be positive")
+	case f.poll < 0 || f.rescan <= 0 || f.maxTimeout < 0 || f.metricsEvery <= 0:
+		return bad("--poll, --rescan, --max-timeout and --metrics-every must be positive")
+	case *eventRate < 0 || *ceiling < 1 || f.floor.Percent < 0 || f.floor.Percent > 100 || f.floor.Inodes < 0:
+		return bad("--max-event-rate and --min-free-inodes must not be negative, --limits-ceiling at least 1, --min-free-percent 0 to 100")
+	}
+	for _, sz := range []struct {
+		name string
+		flag string
+		to   *int64
+	}{{"--max-log", *maxLog, &f.limits.Log}, {"--max-events", *maxEvents, &f.limits.Events}, {"--min-free", *minFree, &f.floor.Bytes}} {
+		n, err := spool.ParseSize(sz.flag)
+		if err != nil {
+			return bad("%s: %v", sz.name, err)
+		}
+		*sz.to = n
+	}
+	f.limits.EventRate = *eventRate
+	f.ceilings = spool.Limits{Log: f.limits.Log * int64(*ceiling), Events: f.limits.Events * int64(*ceiling), EventRate: f.limits.EventRate * *ceiling}
+	return f, 0, true
+}
+
+// config is the daemon's configuration the flags give; cmd adds the
+// metrics, the gate and the readiness call.
+func (f flags) config(s *spool.Spool, log *logrus.Logger) spoold.Config {
+	return spoold.Config{
+		Spool: s, Workers: f.workers, Lease: f.lease, Grace: f.grace, KillGrace: f.killGrace,
+		Host: f.host, Worker: f.worker, Poll: f.poll, Rescan: f.rescan, MaxTimeout: f.maxTimeout,
+		Env: jobEnvironment(os.LookupEnv, os.Executable), Log: log,
+		Limits: f.limits, Ceilings: f.ceilings, Floor: f.floor,
+	}
+}
+
+// openSpool makes (or opens) the tree, and decides whose jobs it runs: as
+// root, a spool another user can write would have root run what that user
+// queues, so it is refused; whoever we run as, only our own and root's
+// specs and markers are run (docs/operations.md, "Who owns what").
+func openSpool(dir string) (*spool.Spool, error) {
+	s, err := spool.Create(spool.ResolveDir(dir, os.Getenv, os.Getuid()))
+	if err != nil {
+		return nil, err
+	}
+	if err := spool.CheckRootSafe(s.Dir, os.Geteuid()); err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.TrustOwners(os.Geteuid(), 0)
+	return s, nil
+}
+
+// gateFunc adapts the vmgate package to spoold's Gate, counting each
+// decision.
+func gateFunc(gate *vmgate.Gate, m *ops.GateMetrics) spoold.Gate {
+	return func(script string) spoold.Verdict {
+		began := time.Now()
+		v := gate.Check(script)
+		r, git := "", ""
+		if v.Reason != nil {
+			r = *v.Reason
+		}
+		if v.Git != nil {
+			git = *v.Git
+		}
+		m.Decision(v.Allowed, r, git, time.Since(began))
+		return spoold.Verdict{Allowed: v.Allowed, Reason: r, Message: v.Message}
+	}
+}
+
+// startTextfile writes the metrics textfile prom (none when empty) every
+// `every` until the returned stop, which writes it a last time and
+// returns once it is written.
+func startTextfile(reg *prometheus.Registry, prom, dir string, every time.Duration, log *logrus.Logger) (stop func()) {
+	if prom == "" {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ops.WriteTextfileLoopMode(ctx, reg, prom, metricsMode(prom, dir), every, func(err error) {
+			log.WithError(err).Warn("cannot write the metrics textfile")
+		})
+	}()
+	return func() { cancel(); <-done }
 }
 
 // metricsPath is where the metrics textfile goes: the flag, or
