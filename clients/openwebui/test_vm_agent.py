@@ -1,5 +1,5 @@
-"""The Open WebUI tools, called as Open WebUI calls them (shared/OPENWEBUI
-facts, restated in docs/clients.md): the file imported as Open WebUI
+"""The Open WebUI tools, called as Open WebUI calls them (docs/clients.md,
+"The Open WebUI tools", says how): the file imported as Open WebUI
 imports a pasted tool, its Valves set, vm_agent awaited with the reserved
 arguments filled, an emitter that records every event, and an event-call
 stub that answers, cancels, reports a closed tab, raises a timeout or
