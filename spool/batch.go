@@ -56,7 +56,7 @@ func (s *Spool) SubmitBatch(specs []*Spec) ([]string, error) {
 			return nil, fmt.Errorf("spec %d: job %s: twice in the batch", i+1, sp.ID)
 		}
 		seen[sp.ID] = true
-		for _, ext := range []string{ExtSpec, ExtReady, ExtRunning, ExtDone, ExtFailed, ExtCancelled} {
+		for _, ext := range stateExts {
 			var st unix.Stat_t
 			if err := unix.Fstatat(dfd, sp.ID+ext, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil {
 				return nil, fmt.Errorf("spec %d: job %s: already exists (%s)", i+1, sp.ID, s.Path(sp.ID+ext))

@@ -427,7 +427,7 @@ func ParseEventLine(line []byte, seq int64) Event {
 		ev.clip()
 		return ev
 	}
-	return Event{Seq: seq, Type: EventStatus, Text: clip(strings.ToValidUTF8(string(trim), "\uFFFD"), MaxEventText)}
+	return Event{Seq: seq, Type: EventStatus, Text: clipValid(string(trim), MaxEventText)}
 }
 
 // EventReader follows <job>.events from the start, returning each line

@@ -393,18 +393,13 @@ func (s *Spool) fsckChats(opt FsckOptions, jobs map[string]Files) []Finding {
 }
 
 // readDirNames lists a subdirectory of the tree (nothing if it is missing
-// or not a directory).
+// or not a directory), as Names does.
 func (s *Spool) readDirNames(dir string) ([]string, error) {
-	fi, err := s.root.Lstat(dir)
-	if err != nil || !fi.IsDir() {
-		return nil, err
+	names, err := s.Names(dir, 0)
+	if errors.Is(err, ErrNotRegular) {
+		return nil, nil
 	}
-	d, err := s.root.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer d.Close()
-	return d.Readdirnames(-1)
+	return names, err
 }
 
 func oneLine(err error) string {

@@ -1,6 +1,9 @@
 package spool
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // The suffixes of a job's names in the root of the tree.
 const (
@@ -62,7 +65,11 @@ func ParseState(s string) (State, bool) {
 	return "", false
 }
 
-var exts = []string{ExtSpec, ExtReady, ExtRunning, ExtDone, ExtFailed, ExtCancelled, ExtCancel, ExtEvents, ExtLog}
+// stateExts are the names whose existence is a job's state: an id that has
+// any of them is taken.
+var stateExts = []string{ExtSpec, ExtReady, ExtRunning, ExtDone, ExtFailed, ExtCancelled}
+
+var exts = append(slices.Clip(stateExts), ExtCancel, ExtEvents, ExtLog)
 
 // SplitName splits a name of the root into a job id and one of the Ext*
 // suffixes. Temporaries (a leading dot), directories of the tree and names

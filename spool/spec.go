@@ -151,7 +151,7 @@ func (s *Spool) Submit(sp *Spec) (string, error) {
 		sp.Created = Stamp(now)
 	}
 	id := sp.ID
-	for _, ext := range []string{ExtSpec, ExtReady, ExtRunning, ExtDone, ExtFailed, ExtCancelled} {
+	for _, ext := range stateExts {
 		if _, err := s.root.Lstat(id + ext); err == nil {
 			return "", fmt.Errorf("job %s: already exists (%s)", id, s.Path(id+ext))
 		}
