@@ -19,12 +19,21 @@ func (d *Daemon) handle(it *item) {
 	//
 	// drop lets go of a job that will not be claimed here: if it was the
 	// head of its chat's wait list, the next one may be tried.
-	drop := func() {
+	unpark := func() {
 		if it.parked && it.chat != "" {
 			d.q.headDone(it.chat)
 			d.q.retry(it.chat)
 		}
+	}
+	drop := func() {
+		unpark()
 		d.q.forget(it.job)
+	}
+	// later puts the job back in this daemon's queue, to be tried at at.
+	later := func(at time.Time) {
+		unpark()
+		it.at, it.parked = at, false
+		d.q.push(it)
 	}
 	fi, err := d.s.Stat(it.job + spool.ExtReady)
 	if err != nil {
@@ -32,23 +41,13 @@ func (d *Daemon) handle(it *item) {
 		return
 	}
 	if fi.ModTime().After(time.Now()) && fi.ModTime().After(it.at) {
-		if it.parked && it.chat != "" {
-			d.q.headDone(it.chat)
-			d.q.retry(it.chat)
-		}
-		it.at, it.parked = fi.ModTime(), false
-		d.q.push(it)
+		later(fi.ModTime())
 		return
 	}
 	// Below the free-space floor nothing new is claimed: the job stays
 	// queued, and is tried again in a second (limits.go).
 	if d.belowFloor() {
-		if it.parked && it.chat != "" {
-			d.q.headDone(it.chat)
-			d.q.retry(it.chat)
-		}
-		it.at, it.parked = time.Now().Add(time.Second), false
-		d.q.push(it)
+		later(time.Now().Add(time.Second))
 		return
 	}
 	if err := d.s.CheckOwner(it.job+spool.ExtReady, fi); err != nil {

@@ -31,7 +31,6 @@ type beat struct {
 	lost    chan struct{} // closed when the lease is found lost
 	fence   chan string   // the fence's reason, once
 	done    chan struct{}
-	gone    sync.WaitGroup
 	stopped sync.Once
 }
 
@@ -43,9 +42,7 @@ func (r *run) startBeat() *beat {
 	b := &beat{lost: make(chan struct{}), fence: make(chan string, 1), done: make(chan struct{})}
 	b.last.Store(time.Now().UnixNano())
 	lease := *r.lease // the fields Heartbeat compares never change during the run
-	b.gone.Add(1)
-	go func() { // the heartbeat
-		defer b.gone.Done()
+	go func() {       // the heartbeat
 		t := time.NewTicker(d.cfg.Lease / 3)
 		defer t.Stop()
 		failing := false

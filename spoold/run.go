@@ -420,9 +420,9 @@ func (r *run) exited(werr error) {
 		return
 	}
 	d := r.d
-	stopBeat := r.beating()
+	// The run's heartbeat (fence.go) goes on until the loop returns: the
+	// lease stays fresh while what the job left is ended.
 	ok := d.endAttempt(r.job, r.sp.Chat, r.pgid, d.cfg.KillGrace)
-	stopBeat()
 	if !ok {
 		r.log.Warn("a process of the job left its group and still holds the spec lock")
 	}
