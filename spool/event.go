@@ -529,6 +529,23 @@ func (r *EventReader) Each(fn func(Event)) error {
 	return r.scan(func(ev Event) bool { fn(ev); return true })
 }
 
+// Tail returns the latest n (> 0) events appended since the last call,
+// folded as they stream (Each): a reader that shows the last few of a
+// file of any size holds no more than 2n events.
+func (r *EventReader) Tail(n int) ([]Event, error) {
+	var out []Event
+	err := r.Each(func(ev Event) {
+		out = append(out, ev)
+		if len(out) >= 2*n {
+			out = append(out[:0], out[len(out)-n:]...)
+		}
+	})
+	if len(out) > n {
+		out = out[len(out)-n:]
+	}
+	return out, err
+}
+
 // EachN is Each for at most max events (max > 0): it reports whether more
 // may follow, so that a caller with other duties (a daemon's loop that also
 // heartbeats and times out the job) reads a flood in slices.

@@ -129,21 +129,17 @@ func (w *Watcher) fromResult(superseded bool) []Output {
 	if !superseded && w.Now().Sub(spool.TimeOf(r.Finished)) < ResultGrace {
 		return nil
 	}
-	// The events are folded as they stream (the latest and the last seq),
-	// as a progress document holds them: a flood costs no memory.
+	// The latest events, as a progress document holds them, read as they
+	// stream: a flood costs no memory. Seqs are line numbers: the last
+	// event's is the document's.
+	evs, _ := w.s.NewEventReader(job).Tail(spool.MaxProgressEvents)
 	var rest []spool.Event
 	var seq int64
-	w.s.NewEventReader(job).Each(func(ev spool.Event) {
+	for _, ev := range evs {
 		if ev.Seq > w.f.Last() {
 			rest = append(rest, ev)
-			if len(rest) > 2*spool.MaxProgressEvents {
-				rest = append(rest[:0], rest[len(rest)-spool.MaxProgressEvents:]...)
-			}
 		}
 		seq = max(seq, ev.Seq)
-	})
-	if len(rest) > spool.MaxProgressEvents {
-		rest = rest[len(rest)-spool.MaxProgressEvents:]
 	}
 	doc := &spool.Progress{Job: job, Chat: w.sub.Chat, Seq: seq, Events: rest, Done: true,
 		State: r.State, Exit: r.Exit, Error: r.Error}

@@ -118,20 +118,11 @@ func view(s *spool.Spool, job string) (*jobView, error) {
 		}
 	}
 	if f&spool.HasEvents != 0 {
-		// Folded as they stream: the latest showEvents only, whatever
-		// the file's size.
-		var evs []spool.Event
-		err := s.NewEventReader(job).Each(func(ev spool.Event) {
-			evs = append(evs, ev)
-			if len(evs) > 2*showEvents {
-				evs = append(evs[:0], evs[len(evs)-showEvents:]...)
-			}
-		})
+		// The latest showEvents only, read as they stream, whatever the
+		// file's size.
+		evs, err := s.NewEventReader(job).Tail(showEvents)
 		if err != nil {
 			problem(err)
-		}
-		if len(evs) > showEvents {
-			evs = evs[len(evs)-showEvents:]
 		}
 		v.Events = append(v.Events, evs...)
 	}

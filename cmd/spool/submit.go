@@ -169,18 +169,11 @@ func (a *app) openToSubmit() (*spool.Spool, error) {
 // and checked first, so that a bad one queues nothing.
 func (a *app) submitBatch(name string) error {
 	bad := func(format string, args ...any) error { return &exitError{cli.ExitUsage, fmt.Sprintf(format, args...)} }
-	var r io.Reader = a.stdin
-	if name != "-" {
-		f, err := os.Open(name)
-		if err != nil {
-			return bad("batch %s: %v", name, err)
-		}
-		defer f.Close()
-		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-			return bad("batch %s: not a regular file", name)
-		}
-		r = f
+	r, err := a.openInput(name)
+	if err != nil {
+		return bad("batch %s: %v", name, err)
 	}
+	defer r.Close()
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), spool.MaxDocument+1)
 	var specs []*spool.Spec
@@ -227,24 +220,34 @@ func (a *app) submitBatch(name string) error {
 
 // readInput reads a whole file, or stdin for "-".
 func (a *app) readInput(name string) ([]byte, error) {
+	r, err := a.openInput(name)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	b, err := io.ReadAll(io.LimitReader(r, spool.MaxDocument+1))
+	if err == nil && len(b) > spool.MaxDocument && name != "-" {
+		err = fmt.Errorf("larger than %d bytes", spool.MaxDocument)
+	}
+	return b, err
+}
+
+// openInput opens a plain file to read, or stdin for "-".
+func (a *app) openInput(name string) (io.ReadCloser, error) {
 	if name == "-" {
-		return io.ReadAll(io.LimitReader(a.stdin, spool.MaxDocument+1))
+		return io.NopCloser(a.stdin), nil
 	}
 	f, err := os.Open(name)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("not a regular file")
+	}
 	if err != nil {
+		f.Close()
 		return nil, err
 	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("not a regular file")
-	}
-	b, err := io.ReadAll(io.LimitReader(f, spool.MaxDocument+1))
-	if err == nil && len(b) > spool.MaxDocument {
-		err = fmt.Errorf("larger than %d bytes", spool.MaxDocument)
-	}
-	return b, err
+	return f, nil
 }
