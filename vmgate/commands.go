@@ -77,21 +77,22 @@ func (w *walker) exec(argv []field, c *callCtx) {
 		w.wrapper(wr, args, &inner)
 		return
 	}
+	w.command(base, args, c, &inner)
+}
+
+// command dispatches a command the gate follows by its name: one flat
+// table, each entry one method. c is the call as written; inner is the
+// same call for what the command wraps (no alias or function applies).
+func (w *walker) command(base string, args []field, c, inner *callCtx) {
 	switch base {
 	case "builtin":
-		// builtin runs a shell builtin only: `builtin git push` runs
-		// nothing; `builtin eval "..."` runs its code.
-		if len(args) > 0 && !args[0].dyn && bashBuiltins[args[0].s] {
-			w.exec(args, &inner)
-		} else if len(args) > 0 && args[0].dyn {
-			w.dynamicCommand(args, &inner)
-		}
+		w.builtin(args, inner)
 	case "git":
 		w.git(args, c)
 	case "bash", "sh", "dash", "zsh", "ksh", "ash", "mksh", "rbash":
 		w.shell(args, c)
 	case "busybox":
-		w.exec(args, &inner)
+		w.exec(args, inner)
 	case "eval":
 		w.code(joinFields(args), c, nil, true)
 	case "trap":
@@ -101,32 +102,29 @@ func (w *walker) exec(argv []field, c *callCtx) {
 	case "su", "runuser":
 		w.su(base, args, c)
 	case "sudo":
-		w.sudo(args, &inner, optSpec{short: "CDghprRtTuU", long: []string{"user", "group", "chdir", "close-from", "host", "prompt", "role", "type", "command-timeout", "other-user", "chroot"}}, "elvVK")
+		w.sudo(args, inner, optSpec{short: "CDghprRtTuU", long: []string{"user", "group", "chdir", "close-from", "host", "prompt", "role", "type", "command-timeout", "other-user", "chroot"}}, "elvVK")
 	case "doas":
-		w.sudo(args, &inner, optSpec{short: "uC"}, "L")
+		w.sudo(args, inner, optSpec{short: "uC"}, "L")
 	case "env":
-		w.env(args, &inner)
+		w.env(args, inner)
 	case "chroot":
-		w.chroot(args, c, &inner)
+		w.chroot(args, c, inner)
 	case "flock":
-		w.flock(args, &inner)
+		w.flock(args, inner)
 	case "xargs":
-		w.xargs(args, &inner)
+		w.xargs(args, inner)
 	case "find":
-		w.findExec(args, &inner)
+		w.findExec(args, inner)
 	case "watch":
-		w.watch(args, c, &inner)
+		w.watch(args, c, inner)
 	case "script":
 		w.script(args, c)
 	case "parallel":
-		w.parallel(args, c, &inner)
+		w.parallel(args, c, inner)
 	case "alias":
 		w.defineAlias(args)
 	case "shopt":
-		if slices.ContainsFunc(args, func(f field) bool { return f.s == "-s" }) &&
-			slices.ContainsFunc(args, func(f field) bool { return f.s == "expand_aliases" }) {
-			w.expandAliases = true
-		}
+		w.shopt(args)
 	case "set":
 		w.set(args)
 	case "unset":
@@ -134,38 +132,71 @@ func (w *walker) exec(argv []field, c *callCtx) {
 	case "read", "mapfile", "readarray", "getopts":
 		w.forget(args, false)
 	case "printf":
-		if len(args) >= 2 && args[0].s == "-v" {
-			w.setVar(args[1].s, value{})
-			return
-		}
-		out, ok := printfOutput(args)
-		w.produce(c, out, ok)
+		w.printf(args, c)
 	case "echo":
 		out, ok := echoOutput(args)
 		w.produce(c, out, ok)
 	case "tee":
 		w.tee(args, c)
 	case "cp", "mv":
-		// cp a.sh b.sh: b.sh holds what a.sh held, as far as the gate knows.
-		if len(args) == 2 && !args[0].dyn && !args[1].dyn {
-			if f, ok := w.files[cleanPath(args[0].s)]; ok {
-				w.wrote(args[1].s, f, false)
-			}
-		}
-		w.link(args, false)
+		w.copy(args)
 	case "ln", "install":
 		w.link(args, base == "ln")
 	case "hash":
-		// hash -p PATH NAME: NAME runs PATH from now on.
-		for k := 0; k+2 < len(args); k++ {
-			if args[k].s == "-p" && !args[k+1].dyn && !args[k+2].dyn {
-				if to, ok := commandName(args[k+1]); ok {
-					w.standFor(args[k+2].s, to)
-				}
-			}
-		}
+		w.hash(args)
 	case "cat":
 		w.cat(args, c)
+	}
+}
+
+// builtin runs a shell builtin only: `builtin git push` runs nothing;
+// `builtin eval "..."` runs its code.
+func (w *walker) builtin(args []field, inner *callCtx) {
+	if len(args) > 0 && !args[0].dyn && bashBuiltins[args[0].s] {
+		w.exec(args, inner)
+	} else if len(args) > 0 && args[0].dyn {
+		w.dynamicCommand(args, inner)
+	}
+}
+
+// shopt -s expand_aliases turns aliases on.
+func (w *walker) shopt(args []field) {
+	if slices.ContainsFunc(args, func(f field) bool { return f.s == "-s" }) &&
+		slices.ContainsFunc(args, func(f field) bool { return f.s == "expand_aliases" }) {
+		w.expandAliases = true
+	}
+}
+
+// printf prints what the gate can render, or sets a variable (-v) to
+// what it cannot follow.
+func (w *walker) printf(args []field, c *callCtx) {
+	if len(args) >= 2 && args[0].s == "-v" {
+		w.setVar(args[1].s, value{})
+		return
+	}
+	out, ok := printfOutput(args)
+	w.produce(c, out, ok)
+}
+
+// copy follows cp and mv: cp a.sh b.sh leaves b.sh holding what a.sh
+// held, as far as the gate knows.
+func (w *walker) copy(args []field) {
+	if len(args) == 2 && !args[0].dyn && !args[1].dyn {
+		if f, ok := w.files[cleanPath(args[0].s)]; ok {
+			w.wrote(args[1].s, f, false)
+		}
+	}
+	w.link(args, false)
+}
+
+// hash -p PATH NAME: NAME runs PATH from now on.
+func (w *walker) hash(args []field) {
+	for k := 0; k+2 < len(args); k++ {
+		if args[k].s == "-p" && !args[k+1].dyn && !args[k+2].dyn {
+			if to, ok := commandName(args[k+1]); ok {
+				w.standFor(args[k+2].s, to)
+			}
+		}
 	}
 }
 

@@ -487,266 +487,243 @@ func (w *walker) classify(sub string, rest []field, c *callCtx) gitResult {
 	case "push", "send-email", "imap-send", "send-pack", "http-push":
 		write.why = "git " + sub + " publishes"
 	}
-	read := gitResult{}
 	undecided := gitResult{kind: gitUndecidable, why: "git " + sub + "'s arguments, which decide whether it writes, are only known at run time"}
-	if sub == "help" {
-		return read
-	}
-	for _, a := range rest {
-		if a.s == "--" {
-			break
-		}
-		if a.s == "--help" {
-			return read
-		}
-	}
-	if len(rest) > 0 && rest[0].s == "-h" {
-		return read
+	if helpAsked(sub, rest) {
+		return gitResult{}
 	}
 	w.readCode(sub, rest, c)
 	kind, ok := gitTable[sub]
 	if !ok {
 		return gitResult{kind: gitUndecidable, sub: sub, why: "git " + sub + " is not a git command the gate knows: it may be an alias"}
 	}
-	switch kind {
-	case kRead:
-		return read
-	case kWrite:
+	var judged gitKind
+	switch {
+	case kind == kRead:
+		return gitResult{}
+	case kind == kWrite:
 		if opts := dryRun[sub]; opts != nil && splitArgs(rest, "", false).has(opts...) {
-			return read
+			return gitResult{}
 		}
 		return write
+	case sub == "submodule":
+		judged = w.submodule(rest, c)
+	case sub == "for-each-repo":
+		return gitResult{kind: gitUndecidable, sub: sub, why: "git for-each-repo runs git commands named in configuration"}
+	default:
+		if v, ok := byVerb[sub]; ok {
+			g := splitArgs(rest, v.valued, c.moreArgs)
+			judged = v.judge(g)
+			if s, _ := g.first(); sub == "lfs" {
+				write.sub = "lfs " + s
+				write.why = "git lfs " + s + " writes to the repository"
+			}
+		} else if o, ok := byOptions[sub]; ok {
+			judged = o.judge(splitArgs(rest, o.valued, c.moreArgs))
+		} else {
+			judged = gitUndecidable
+		}
 	}
-	more := c.moreArgs
-	switch sub {
-	case "config":
-		g := splitArgs(rest, " -f --file --blob --type --default --comment --value ", more)
+	switch judged {
+	case gitWrite:
+		return write
+	case gitUndecidable:
+		return undecided
+	}
+	return gitResult{}
+}
+
+// helpAsked says whether the command only prints its help: git help,
+// --help anywhere before "--", or -h first.
+func helpAsked(sub string, rest []field) bool {
+	if sub == "help" || len(rest) > 0 && rest[0].s == "-h" {
+		return true
+	}
+	for _, a := range rest {
+		if a.s == "--" {
+			break
+		}
+		if a.s == "--help" {
+			return true
+		}
+	}
+	return false
+}
+
+// submodule judges git submodule: status and summary read, and foreach
+// runs its command with sh in every submodule, judged as code.
+func (w *walker) submodule(rest []field, c *callCtx) gitKind {
+	s, ok := splitArgs(rest, "", c.moreArgs).first()
+	switch {
+	case !ok:
+		return gitUndecidable
+	case s == "" || s == "status" || s == "summary":
+		return gitRead
+	case s != "foreach":
+		return gitWrite
+	}
+	for i, a := range rest {
+		if a.s == "foreach" {
+			j := i + 1
+			for j < len(rest) && strings.HasPrefix(rest[j].s, "-") {
+				j++
+			}
+			w.code(joinFields(rest[j:]), c, nil, false)
+			break
+		}
+	}
+	return gitRead
+}
+
+// verbs is how a command whose first operand names what it does is
+// judged: by the verbs that only read (every other verb writes), or by
+// the verbs that write (every other verb reads). "" is the command alone.
+// An operand known only at run time is undecidable.
+type verbs struct {
+	valued        string // the options that take a value, as splitArgs wants them
+	reads, writes []string
+}
+
+func (v verbs) judge(g gitArgs) gitKind {
+	s, ok := g.first()
+	switch {
+	case v.writes != nil && slices.Contains(v.writes, s):
+		return gitWrite
+	case !ok:
+		return gitUndecidable
+	case v.writes != nil || slices.Contains(v.reads, s):
+		return gitRead
+	}
+	return gitWrite
+}
+
+var byVerb = map[string]verbs{
+	"remote":           {reads: []string{"", "show", "get-url"}},
+	"notes":            {valued: " --ref ", reads: []string{"", "list", "show", "get-ref"}},
+	"worktree":         {reads: []string{"", "list"}},
+	"sparse-checkout":  {reads: []string{"", "list"}},
+	"rerere":           {reads: []string{"status", "diff", "remaining"}},
+	"commit-graph":     {valued: " --object-dir ", reads: []string{"", "verify"}},
+	"multi-pack-index": {valued: " --object-dir ", reads: []string{"", "verify"}},
+	"bisect":           {reads: []string{"", "log", "view", "visualize", "terms", "help"}},
+	"refs":             {reads: []string{"", "verify", "list", "exists"}},
+	"lfs": {reads: []string{"", "ls-files", "status", "env", "version", "logs", "fsck", "pointer",
+		"track", "untrack", "locks", "help"}},
+	"reflog": {writes: []string{"expire", "delete", "drop"}},
+	"bundle": {writes: []string{"unbundle"}},
+}
+
+// byOptions are the commands whose options (and the number of operands)
+// decide: each judge gets the split arguments.
+var byOptions = map[string]struct {
+	valued string
+	judge  func(g gitArgs) gitKind
+}{
+	"config": {" -f --file --blob --type --default --comment --value ", func(g gitArgs) gitKind {
 		switch {
 		case g.has("--add", "--unset", "--unset-all", "--replace-all", "--rename-section", "--remove-section", "--edit", "-e"):
-			return write
+			return gitWrite
 		case g.has("--get", "--get-all", "--get-regexp", "--get-urlmatch", "--get-color", "--get-colorbool", "--list", "-l"):
-			return read
+			return gitRead
 		}
 		if s, ok := g.first(); ok {
 			switch s {
 			case "list", "get":
-				return read
+				return gitRead
 			case "set", "unset", "rename-section", "remove-section", "edit":
-				return write
+				return gitWrite
 			}
 		}
-		if len(g.ops) >= 2 {
-			return write // a key and a value, whatever they hold
+		switch {
+		case len(g.ops) >= 2:
+			return gitWrite // a key and a value, whatever they hold
+		case g.dyn:
+			return gitUndecidable
 		}
-		if g.dyn {
-			return undecided
-		}
-		return read
-	case "tag":
-		g := splitArgs(rest, " -m --message -F --file -u --local-user --contains --no-contains --merged --no-merged --points-at --sort --format --cleanup ", more)
+		return gitRead
+	}},
+	"tag": {" -m --message -F --file -u --local-user --contains --no-contains --merged --no-merged --points-at --sort --format --cleanup ", func(g gitArgs) gitKind {
 		switch {
 		case g.has("-d", "--delete"):
-			return write
+			return gitWrite
 		case g.has("-l", "--list", "-v", "--verify"):
-			return read
+			return gitRead
 		case g.has("-a", "--annotate", "-s", "--sign", "-m", "--message", "-F", "--file", "-u", "--local-user", "-f", "--force", "-e", "--edit"):
-			return write
+			return gitWrite
 		case g.dyn:
-			return undecided
+			return gitUndecidable
 		case len(g.ops) > 0 && !g.has("--contains", "--no-contains", "--merged", "--no-merged", "--points-at"):
-			return write
+			return gitWrite
 		}
-		return read
-	case "branch":
-		g := splitArgs(rest, " -u --set-upstream-to --contains --no-contains --merged --no-merged --points-at --sort --format ", more)
+		return gitRead
+	}},
+	"branch": {" -u --set-upstream-to --contains --no-contains --merged --no-merged --points-at --sort --format ", func(g gitArgs) gitKind {
 		switch {
 		case g.has("-d", "-D", "--delete", "-m", "-M", "--move", "-c", "-C", "--copy", "-u", "--set-upstream-to", "--unset-upstream", "--edit-description", "--set-upstream"):
-			return write
+			return gitWrite
 		case g.has("-l", "--list", "--show-current", "-a", "--all", "-r", "--remotes", "-v", "--verbose", "--contains", "--no-contains", "--merged", "--no-merged", "--points-at", "--format", "--sort"):
-			return read
+			return gitRead
 		case g.dyn:
-			return undecided
+			return gitUndecidable
 		case len(g.ops) > 0:
-			return write
+			return gitWrite
 		}
-		return read
-	case "apply":
-		g := splitArgs(rest, " -p -C --exclude --include --directory --whitespace -S ", more)
+		return gitRead
+	}},
+	"apply": {" -p -C --exclude --include --directory --whitespace -S ", func(g gitArgs) gitKind {
 		switch {
 		// --check, --stat, --numstat and --summary print instead of
 		// applying (unless --apply asks for both), whatever --index or
 		// --cached say.
 		case g.has("--check", "--stat", "--numstat", "--summary") && !g.has("--apply"):
-			return read
+			return gitRead
 		case g.has("--index", "--cached", "-3", "--3way", "--intent-to-add", "-N"):
-			return write
+			return gitWrite
 		case g.dyn:
-			return undecided
+			return gitUndecidable
 		}
-		return read
-	case "stash":
-		g := splitArgs(rest, "", more)
-		if s, ok := g.first(); !ok {
-			return undecided
-		} else if len(g.opts) == 0 || len(g.ops) > 0 {
-			if s == "list" || s == "show" {
-				return read
-			}
-		}
-		return write
-	case "remote":
-		g := splitArgs(rest, "", more)
+		return gitRead
+	}},
+	"stash": {"", func(g gitArgs) gitKind {
 		s, ok := g.first()
 		switch {
 		case !ok:
-			return undecided
-		case s == "" || s == "show" || s == "get-url":
-			return read
+			return gitUndecidable
+		case (len(g.opts) == 0 || len(g.ops) > 0) && (s == "list" || s == "show"):
+			return gitRead
 		}
-		return write
-	case "notes":
-		g := splitArgs(rest, " --ref ", more)
-		s, ok := g.first()
-		switch {
-		case !ok:
-			return undecided
-		case s == "" || s == "list" || s == "show" || s == "get-ref":
-			return read
-		}
-		return write
-	case "symbolic-ref":
-		g := splitArgs(rest, " -m ", more)
+		return gitWrite
+	}},
+	"symbolic-ref": {" -m ", func(g gitArgs) gitKind {
 		switch {
 		case g.has("-d", "--delete"):
-			return write
+			return gitWrite
 		case g.dyn:
-			return undecided
+			return gitUndecidable
 		case len(g.ops) >= 2:
-			return write
+			return gitWrite
 		}
-		return read
-	case "hash-object":
-		g := splitArgs(rest, " -t --path ", more)
+		return gitRead
+	}},
+	"hash-object": {" -t --path ", func(g gitArgs) gitKind {
 		switch {
 		case g.has("-w"):
-			return write
+			return gitWrite
 		case g.dyn:
-			return undecided
+			return gitUndecidable
 		}
-		return read
-	case "worktree", "sparse-checkout":
-		s, ok := splitArgs(rest, "", more).first()
-		switch {
-		case !ok:
-			return undecided
-		case s == "" || s == "list":
-			return read
-		}
-		return write
-	case "submodule":
-		g := splitArgs(rest, "", more)
-		s, ok := g.first()
-		switch {
-		case !ok:
-			return undecided
-		case s == "" || s == "status" || s == "summary":
-			return read
-		case s == "foreach":
-			// git submodule foreach CMD runs CMD with sh in every submodule.
-			for i, a := range rest {
-				if a.s == "foreach" {
-					j := i + 1
-					for j < len(rest) && strings.HasPrefix(rest[j].s, "-") {
-						j++
-					}
-					w.code(joinFields(rest[j:]), c, nil, false)
-					break
-				}
-			}
-			return read
-		}
-		return write
-	case "reflog":
-		s, ok := splitArgs(rest, "", more).first()
-		switch {
-		case s == "expire" || s == "delete" || s == "drop":
-			return write
-		case !ok && s == "":
-			return undecided
-		}
-		return read
-	case "bundle":
-		s, ok := splitArgs(rest, "", more).first()
-		switch {
-		case s == "unbundle":
-			return write
-		case !ok:
-			return undecided
-		}
-		return read
-	case "rerere":
-		s, ok := splitArgs(rest, "", more).first()
-		switch {
-		case !ok:
-			return undecided
-		case s == "status" || s == "diff" || s == "remaining":
-			return read
-		}
-		return write
-	case "commit-graph", "multi-pack-index":
-		s, ok := splitArgs(rest, " --object-dir ", more).first()
-		switch {
-		case !ok:
-			return undecided
-		case s == "verify" || s == "":
-			return read
-		}
-		return write
-	case "replace":
-		g := splitArgs(rest, " --format ", more)
+		return gitRead
+	}},
+	"replace": {" --format ", func(g gitArgs) gitKind {
 		switch {
 		case g.has("-l", "--list"):
-			return read
+			return gitRead
 		case g.dyn:
-			return undecided
+			return gitUndecidable
 		case len(g.ops) == 0 && !g.has("-d", "--delete", "--edit", "--graft", "--convert-graft-file"):
-			return read
+			return gitRead
 		}
-		return write
-	case "bisect":
-		s, ok := splitArgs(rest, "", more).first()
-		switch {
-		case !ok:
-			return undecided
-		case s == "" || s == "log" || s == "view" || s == "visualize" || s == "terms" || s == "help":
-			return read
-		}
-		return write
-	case "refs":
-		s, ok := splitArgs(rest, "", more).first()
-		switch {
-		case !ok:
-			return undecided
-		case s == "verify" || s == "list" || s == "exists" || s == "":
-			return read
-		}
-		return write
-	case "lfs":
-		s, ok := splitArgs(rest, "", more).first()
-		switch {
-		case !ok:
-			return undecided
-		case s == "" || s == "ls-files" || s == "status" || s == "env" || s == "version" || s == "logs" ||
-			s == "fsck" || s == "pointer" || s == "track" || s == "untrack" || s == "locks" || s == "help":
-			return read
-		}
-		write.sub = "lfs " + s
-		write.why = "git lfs " + s + " writes to the repository"
-		return write
-	case "for-each-repo":
-		return gitResult{kind: gitUndecidable, sub: sub, why: "git for-each-repo runs git commands named in configuration"}
-	}
-	return undecided
+		return gitWrite
+	}},
 }
 
 func onlyDynamic(s string) bool {

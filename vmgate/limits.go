@@ -28,166 +28,200 @@ const (
 // here-documents, so that prose full of "if" and "(" in a here-document or
 // a comment is no wall.
 func nesting(src string) (depth, at int) {
-	const (
-		code  = 'c' // a command list: (, $(, {, ${, [, a case
-		dq    = '"' // inside double quotes
-		bq    = '`' // inside backquotes (code)
-		kcase = 'k' // inside case ... esac: a lone ")" closes a pattern, not a frame
-		kword = 'w' // inside if/while/until/for/select ... fi/done
-	)
-	stack := make([]byte, 0, 32)
-	maxd := 0
-	var heredocs []heredoc
-	cmdStart := true // the next word may be a command (and so a keyword)
-	top := func() byte {
-		if len(stack) == 0 {
-			return code
-		}
-		return stack[len(stack)-1]
-	}
-	push := func(k byte, i int) bool {
-		stack = append(stack, k)
-		if len(stack) > maxd {
-			maxd = len(stack)
-		}
-		return len(stack) > MaxNesting
-	}
-	pop := func(k byte) {
-		if len(stack) > 0 && stack[len(stack)-1] == k {
-			stack = stack[:len(stack)-1]
-		}
-	}
+	n := &nester{src: src, stack: make([]byte, 0, 32), cmdStart: true}
 	for i := 0; i < len(src); i++ {
-		c := src[i]
-		t := top()
-		if t == dq {
-			switch c {
-			case '\\':
-				i++
-			case '"':
-				pop(dq)
-			case '`':
-				if push(bq, i) {
-					return MaxNesting + 1, i
-				}
-			case '$':
-				if i+1 < len(src) && (src[i+1] == '(' || src[i+1] == '{') {
-					i++
-					if push(code, i) {
-						return MaxNesting + 1, i
-					}
-					cmdStart = true
-				}
-			}
-			continue
+		var over bool
+		if n.top() == kDQ {
+			i, over = n.quoted(i)
+		} else {
+			i, over = n.step(i)
 		}
-		switch c {
-		case '\\':
-			i++
-			cmdStart = false
-		case '\'':
-			// $'...' takes backslash escapes; '...' takes none.
-			ansi := i > 0 && src[i-1] == '$'
-			for i++; i < len(src) && src[i] != '\''; i++ {
-				if ansi && src[i] == '\\' {
-					i++
-				}
-			}
-			cmdStart = false
-		case '"':
-			if push(dq, i) {
-				return MaxNesting + 1, i
-			}
-			cmdStart = false
-		case '`':
-			if t == bq {
-				pop(bq)
-			} else if push(bq, i) {
-				return MaxNesting + 1, i
-			}
-			cmdStart = true
-		case '(', '{', '[':
-			if push(code, i) {
-				return MaxNesting + 1, i
-			}
-			cmdStart = true
-		case ')':
-			if t == kcase {
-				break // a pattern's end: case a) ...
-			}
-			pop(code)
-			cmdStart = false
-		case '}', ']':
-			pop(code)
-			cmdStart = false
-		case '#':
-			if i == 0 || strings.IndexByte(" \t\n;&|()", src[i-1]) >= 0 {
-				for i+1 < len(src) && src[i+1] != '\n' {
-					i++
-				}
-			}
-		case '<':
-			if i+2 < len(src) && src[i+1] == '<' && src[i+2] != '<' {
-				h, n := readHeredocWord(src[i+2:])
-				if h.delim != "" {
-					heredocs = append(heredocs, h)
-				}
-				i += 1 + n
-			}
-		case '\n':
-			cmdStart = true
-			if len(heredocs) == 0 {
-				break
-			}
-			// The bodies follow this line, one after the other.
-			pos := i + 1
-			for _, h := range heredocs {
-				body, n := heredocBody(src[min(pos, len(src)):], h)
-				if !h.quoted {
-					// An unquoted body expands $(...) and ${...}: measured
-					// as text in double quotes, on top of where it stands.
-					if d, _ := nesting(`"` + body); len(stack)+d > MaxNesting {
-						return MaxNesting + 1, i
-					}
-				}
-				pos += n + 1
-			}
-			heredocs = heredocs[:0]
-			i = pos - 2 // the loop's i++ lands on the last body's closing newline
-		case ';', '&', '|', '!':
-			cmdStart = true
-		case ' ', '\t':
-		default:
-			if cmdStart && c >= 'a' && c <= 'z' {
-				j := i
-				for j < len(src) && src[j] >= 'a' && src[j] <= 'z' {
-					j++
-				}
-				if j == len(src) || strings.IndexByte(" \t\n;&|()", src[j]) >= 0 {
-					switch src[i:j] {
-					case "if", "while", "until", "for", "select":
-						if push(kword, i) {
-							return MaxNesting + 1, i
-						}
-					case "case":
-						if push(kcase, i) {
-							return MaxNesting + 1, i
-						}
-					case "fi", "done":
-						pop(kword)
-					case "esac":
-						pop(kcase)
-					}
-					// then, do, else, in...: a command may follow.
-					cmdStart = true
-					i = j - 1
-					continue
-				}
-			}
-			cmdStart = false
+		if over {
+			return MaxNesting + 1, i
 		}
 	}
-	return maxd, 0
+	return n.maxd, 0
+}
+
+// The frames of nesting's stack.
+const (
+	kCode = 'c' // a command list: (, $(, {, ${, [, a case
+	kDQ   = '"' // inside double quotes
+	kBQ   = '`' // inside backquotes (code)
+	kCase = 'k' // inside case ... esac: a lone ")" closes a pattern, not a frame
+	kWord = 'w' // inside if/while/until/for/select ... fi/done
+)
+
+// nester is nesting's scan: each step reads the byte at i (and whatever it
+// must read past it) and returns the index of the last byte it read, and
+// whether the stack passed MaxNesting there.
+type nester struct {
+	src      string
+	stack    []byte
+	maxd     int
+	heredocs []heredoc // announced on this line; their bodies follow it
+	cmdStart bool      // the next word may be a command (and so a keyword)
+}
+
+func (n *nester) top() byte {
+	if len(n.stack) == 0 {
+		return kCode
+	}
+	return n.stack[len(n.stack)-1]
+}
+
+// push adds a frame and says whether the stack passed MaxNesting.
+func (n *nester) push(k byte) bool {
+	n.stack = append(n.stack, k)
+	n.maxd = max(n.maxd, len(n.stack))
+	return len(n.stack) > MaxNesting
+}
+
+func (n *nester) pop(k byte) {
+	if len(n.stack) > 0 && n.stack[len(n.stack)-1] == k {
+		n.stack = n.stack[:len(n.stack)-1]
+	}
+}
+
+// quoted reads a byte inside double quotes.
+func (n *nester) quoted(i int) (int, bool) {
+	src := n.src
+	switch src[i] {
+	case '\\':
+		i++
+	case '"':
+		n.pop(kDQ)
+	case '`':
+		return i, n.push(kBQ)
+	case '$':
+		if i+1 < len(src) && (src[i+1] == '(' || src[i+1] == '{') {
+			i++
+			n.cmdStart = true
+			return i, n.push(kCode)
+		}
+	}
+	return i, false
+}
+
+// step reads a byte of code.
+func (n *nester) step(i int) (int, bool) {
+	src, c := n.src, n.src[i]
+	switch c {
+	case '\\':
+		n.cmdStart = false
+		return i + 1, false
+	case '\'':
+		// $'...' takes backslash escapes; '...' takes none.
+		ansi := i > 0 && src[i-1] == '$'
+		for i++; i < len(src) && src[i] != '\''; i++ {
+			if ansi && src[i] == '\\' {
+				i++
+			}
+		}
+		n.cmdStart = false
+	case '"':
+		n.cmdStart = false
+		return i, n.push(kDQ)
+	case '`':
+		n.cmdStart = true
+		if n.top() == kBQ {
+			n.pop(kBQ)
+			return i, false
+		}
+		return i, n.push(kBQ)
+	case '(', '{', '[':
+		n.cmdStart = true
+		return i, n.push(kCode)
+	case ')':
+		if n.top() == kCase {
+			break // a pattern's end: case a) ...
+		}
+		n.pop(kCode)
+		n.cmdStart = false
+	case '}', ']':
+		n.pop(kCode)
+		n.cmdStart = false
+	case '#':
+		if i == 0 || strings.IndexByte(" \t\n;&|()", src[i-1]) >= 0 {
+			for i+1 < len(src) && src[i+1] != '\n' {
+				i++
+			}
+		}
+	case '<':
+		if i+2 < len(src) && src[i+1] == '<' && src[i+2] != '<' {
+			h, k := readHeredocWord(src[i+2:])
+			if h.delim != "" {
+				n.heredocs = append(n.heredocs, h)
+			}
+			i += 1 + k
+		}
+	case '\n':
+		n.cmdStart = true
+		return n.newline(i)
+	case ';', '&', '|', '!':
+		n.cmdStart = true
+	case ' ', '\t':
+	default:
+		return n.word(i)
+	}
+	return i, false
+}
+
+// newline reads, after the newline at i, the bodies of the here-documents
+// its line announced, one after the other.
+func (n *nester) newline(i int) (int, bool) {
+	if len(n.heredocs) == 0 {
+		return i, false
+	}
+	pos := i + 1
+	for _, h := range n.heredocs {
+		body, k := heredocBody(n.src[min(pos, len(n.src)):], h)
+		if !h.quoted {
+			// An unquoted body expands $(...) and ${...}: measured as
+			// text in double quotes, on top of where it stands.
+			if d, _ := nesting(`"` + body); len(n.stack)+d > MaxNesting {
+				return i, true
+			}
+		}
+		pos += k + 1
+	}
+	n.heredocs = n.heredocs[:0]
+	return pos - 2, false // the loop's i++ lands on the last body's closing newline
+}
+
+// word reads a word where a command may start: a keyword opens or closes
+// a frame.
+func (n *nester) word(i int) (int, bool) {
+	src, c := n.src, n.src[i]
+	if !n.cmdStart || c < 'a' || c > 'z' {
+		n.cmdStart = false
+		return i, false
+	}
+	j := i
+	for j < len(src) && src[j] >= 'a' && src[j] <= 'z' {
+		j++
+	}
+	if j < len(src) && strings.IndexByte(" \t\n;&|()", src[j]) < 0 {
+		n.cmdStart = false
+		return i, false
+	}
+	// then, do, else, in...: a command may follow.
+	n.cmdStart = true
+	switch src[i:j] {
+	case "if", "while", "until", "for", "select":
+		if n.push(kWord) {
+			return i, true
+		}
+	case "case":
+		if n.push(kCase) {
+			return i, true
+		}
+	case "fi", "done":
+		n.pop(kWord)
+	case "esac":
+		n.pop(kCase)
+	}
+	return j - 1, false
 }
 
 type heredoc struct {
