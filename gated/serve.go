@@ -61,11 +61,12 @@ type ServerConfig struct {
 	Gate     *vmgate.Gate    // nil: the default gate
 	Machine  *vmgate.Machine // nil: decide only
 	Log      *logrus.Logger
-	Poll     time.Duration // > 0: poll at this interval instead of inotify (NFS, FUSE)
-	Rescan   time.Duration // safety-net rescan with inotify (default 1m)
-	Parallel int           // allowed scripts run at once (default 2)
-	Timeout  time.Duration // > 0: a run is stopped after this long
-	Grace    time.Duration // on shutdown, runs may finish for this long (default 10s)
+	Poll     time.Duration   // > 0: poll at this interval instead of inotify (NFS, FUSE)
+	Rescan   time.Duration   // safety-net rescan with inotify (default 1m)
+	Parallel int             // allowed scripts run at once (default 2)
+	Timeout  time.Duration   // > 0: a run is stopped after this long
+	Grace    time.Duration   // on shutdown, runs may finish for this long (default 10s)
+	Now      <-chan struct{} // closed (a second signal): stop the runs at once, grace or not
 	Metrics  Metrics
 	Ready    func() // called once the watch is set and the first scan is done
 	Beat     func() // called each time the loop goes round, at least every 5s (a watchdog's pulse)
@@ -110,24 +111,8 @@ func Serve(ctx context.Context, cfg ServerConfig) error {
 	if cfg.Spool == nil {
 		return errors.New("vmgate: no spool")
 	}
-	if cfg.Gate == nil {
-		g, err := vmgate.New()
-		if err != nil {
-			return err
-		}
-		cfg.Gate = g
-	}
-	if cfg.Log == nil {
-		cfg.Log = logrus.New()
-	}
-	if cfg.Parallel <= 0 {
-		cfg.Parallel = 2
-	}
-	if cfg.Rescan <= 0 {
-		cfg.Rescan = time.Minute
-	}
-	if cfg.Grace <= 0 {
-		cfg.Grace = 10 * time.Second
+	if err := cfg.fill(); err != nil {
+		return err
 	}
 	dirs, err := openGateDirs(cfg.Spool)
 	if err != nil {
@@ -138,11 +123,6 @@ func Serve(ctx context.Context, cfg ServerConfig) error {
 			d.Close()
 		}
 	}()
-	if cfg.Machine != nil {
-		m := *cfg.Machine
-		m.OwnGroup = true
-		cfg.Machine = &m
-	}
 	s := &server{cfg: cfg, log: cfg.Log, slots: make(chan struct{}, cfg.Parallel), dirs: dirs}
 	s.runCtx, s.stopRun = context.WithCancel(context.Background())
 	defer s.stopRun()
@@ -167,9 +147,46 @@ func Serve(ctx context.Context, cfg ServerConfig) error {
 	if cfg.Ready != nil {
 		cfg.Ready()
 	}
-	every := cfg.Rescan
-	if cfg.Poll > 0 {
-		every = cfg.Poll
+	s.loop(ctx, events, errs)
+	return nil
+}
+
+// fill sets the defaults of what cfg leaves zero.
+func (cfg *ServerConfig) fill() error {
+	if cfg.Gate == nil {
+		g, err := vmgate.New()
+		if err != nil {
+			return err
+		}
+		cfg.Gate = g
+	}
+	if cfg.Log == nil {
+		cfg.Log = logrus.New()
+	}
+	if cfg.Parallel <= 0 {
+		cfg.Parallel = 2
+	}
+	if cfg.Rescan <= 0 {
+		cfg.Rescan = time.Minute
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = 10 * time.Second
+	}
+	if cfg.Machine != nil {
+		m := *cfg.Machine
+		m.OwnGroup = true
+		cfg.Machine = &m
+	}
+	return nil
+}
+
+// loop handles requests as they come (events, nil in poll mode) and at
+// each rescan, until ctx is done; then it lets the runs finish within the
+// grace.
+func (s *server) loop(ctx context.Context, events chan fsnotify.Event, errs chan error) {
+	every := s.cfg.Rescan
+	if s.cfg.Poll > 0 {
+		every = s.cfg.Poll
 	}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
@@ -178,14 +195,14 @@ func Serve(ctx context.Context, cfg ServerConfig) error {
 	heart := time.NewTicker(5 * time.Second)
 	defer heart.Stop()
 	for {
-		if cfg.Beat != nil {
-			cfg.Beat()
+		if s.cfg.Beat != nil {
+			s.cfg.Beat()
 		}
 		select {
 		case <-heart.C:
 		case <-ctx.Done():
 			s.shutdown()
-			return nil
+			return
 		case ev, ok := <-events:
 			if !ok {
 				events = nil
@@ -221,6 +238,10 @@ func (s *server) shutdown() {
 	case <-done:
 	case <-time.After(s.cfg.Grace):
 		s.log.Warn("stopping the scripts still running")
+		s.stopRun()
+		<-done
+	case <-s.cfg.Now:
+		s.log.Warn("stopping the scripts still running, now")
 		s.stopRun()
 		<-done
 	}

@@ -206,3 +206,10 @@ func (d *Dir) MoveTo(name string, to *Dir, newname string) error {
 	}
 	return to.f.Sync()
 }
+
+// WriteAdvisory replaces name atomically with data (mode FileMode), not
+// synced: for files a power cut may take back (a metrics textfile), never
+// for a document a promise rests on.
+func (d *Dir) WriteAdvisory(name string, data []byte) error {
+	return writeFile(d.root, name, data, false)
+}

@@ -86,11 +86,11 @@ func (a *app) inJob() (*jobEnv, error) {
 		}
 	}
 	if err := spool.CheckJobID(job); err != nil {
-		return nil, &exitError{cli.ExitUsage, "SPOOL_JOB: " + err.Error()}
+		return nil, cli.Usagef("SPOOL_JOB: %v", err)
 	}
 	s, err := spool.Open(dir)
 	if err != nil {
-		return nil, &exitError{cli.ExitUsage, err.Error()}
+		return nil, cli.Usagef("%v", err)
 	}
 	return &jobEnv{s: s, job: job, chat: a.getenv("SPOOL_CHAT")}, nil
 }

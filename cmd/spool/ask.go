@@ -52,12 +52,12 @@ func (a *app) ask(args []string) error {
 	if j.chat == "" {
 		sp, err := s.ReadSpec(j.job)
 		if err != nil {
-			return &exitError{cli.ExitUsage, "SPOOL_CHAT is not set and " + err.Error()}
+			return cli.Usagef("SPOOL_CHAT is not set and %v", err)
 		}
 		j.chat = sp.Chat
 	}
 	if err := spool.CheckChatID(j.chat); err != nil {
-		return &exitError{cli.ExitUsage, "SPOOL_CHAT: " + err.Error()}
+		return cli.Usagef("SPOOL_CHAT: %v", err)
 	}
 	// The watch goes on the chat's directory (a watch on answer.json would
 	// die at its first replacement), before the question is asked, so

@@ -52,9 +52,9 @@ func (a *app) fsck(args []string) error {
 	}
 	switch {
 	case left > 0 && !*fix:
-		return &exitError{cli.ExitFail, fmt.Sprintf("%d findings; 'spool fsck --fix' repairs them", left)}
+		return cli.Failf(cli.ExitFail, "%d findings; 'spool fsck --fix' repairs them", left)
 	case left > 0:
-		return &exitError{cli.ExitFail, fmt.Sprintf("%d of %d findings left unrepaired", left, len(found))}
+		return cli.Failf(cli.ExitFail, "%d of %d findings left unrepaired", left, len(found))
 	}
 	return nil
 }

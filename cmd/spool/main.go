@@ -49,30 +49,20 @@ type app struct {
 	spoolFlag      string
 }
 
-// exitError carries an exit code with a one-line message.
-type exitError struct {
-	code int
-	msg  string
-}
-
-func (e *exitError) Error() string { return e.msg }
-
-func fail(code int, format string, args ...any) error {
-	return &exitError{code, fmt.Sprintf(format, args...)}
-}
+func fail(code int, format string, args ...any) error { return cli.Failf(code, format, args...) }
 
 // usageErr is a usage error of a command: exit 2.
 func usageErr(cmd, format string, args ...any) error {
-	return &exitError{cli.ExitUsage, fmt.Sprintf(format, args...) + " (see 'spool " + cmd + " -h')"}
+	return cli.Usagef("%s (see 'spool %s -h')", fmt.Sprintf(format, args...), cmd)
 }
 
 // codeOf maps an error of package spool to an exit code: bad input is 2,
 // a job that does not exist 1, anything else 1.
 func codeOf(err error) int {
-	var e *exitError
+	var e *cli.Error
 	switch {
 	case errors.As(err, &e):
-		return e.code
+		return cli.Code(err)
 	case errors.Is(err, spool.ErrInvalidID), errors.Is(err, spool.ErrCorrupt), errors.Is(err, spool.ErrNoSpool),
 		errors.Is(err, spool.ErrNotRegular), errors.Is(err, spool.ErrTooLarge):
 		return cli.ExitUsage
@@ -137,19 +127,11 @@ func (a *app) run(args []string) int {
 		fmt.Fprintf(a.stderr, "spool: unknown command %q (see 'spool -h')\n", args[0])
 		return cli.ExitUsage
 	}
-	if err := cmd(a, args[1:]); err != nil {
-		if errors.Is(err, errHelp) {
-			return cli.ExitOK
-		}
-		msg := strings.Join(strings.Fields(err.Error()), " ")
-		fmt.Fprintf(a.stderr, "spool %s: %s\n", args[0], msg)
+	if err := cmd(a, args[1:]); cli.Report(a.stderr, "spool "+args[0], err) != cli.ExitOK {
 		return codeOf(err)
 	}
 	return cli.ExitOK
 }
-
-// errHelp ends a command that printed its usage on -h.
-var errHelp = errors.New("help")
 
 // command is a command's flag set, with the flags every command has.
 type command struct {
@@ -176,7 +158,7 @@ func (c *command) parse(args []string) ([]string, error) {
 		if err := c.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
 				fmt.Fprint(c.a.stdout, c.help())
-				return nil, errHelp
+				return nil, cli.ErrHelp
 			}
 			return nil, usageErr(c.name, "%v", err)
 		}
@@ -193,7 +175,7 @@ func (c *command) parse(args []string) ([]string, error) {
 	}
 	if c.version {
 		fmt.Fprintln(c.a.stdout, cli.Version("spool"))
-		return nil, errHelp
+		return nil, cli.ErrHelp
 	}
 	return pos, nil
 }
@@ -239,7 +221,7 @@ func (a *app) dir() string {
 func (a *app) open() (*spool.Spool, error) {
 	s, err := spool.Open(a.dir())
 	if err != nil {
-		return nil, &exitError{cli.ExitUsage, err.Error()}
+		return nil, cli.Usagef("%v", err)
 	}
 	return s, nil
 }

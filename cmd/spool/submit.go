@@ -60,7 +60,7 @@ func (a *app) submit(args []string) error {
 	if err != nil {
 		return err
 	}
-	bad := func(format string, args ...any) error { return &exitError{cli.ExitUsage, fmt.Sprintf(format, args...)} }
+	bad := func(format string, args ...any) error { return cli.Usagef(format, args...) }
 	if *batch != "" {
 		if *chat != "" || *script != "" || *specFile != "" || len(argv) > 0 || len(env) > 0 || *cwd != "" || timeout.set || *attempts != 0 || *id != "" {
 			return usageErr("submit", "--batch takes every job from its lines; give no other job flags or ARGV")
@@ -68,59 +68,16 @@ func (a *app) submit(args []string) error {
 		return a.submitBatch(*batch)
 	}
 	var sp *spool.Spec
-	switch {
-	case *specFile != "":
+	if *specFile != "" {
 		if *chat != "" || *script != "" || len(argv) > 0 || len(env) > 0 || *cwd != "" || timeout.set || *attempts != 0 {
 			return usageErr("submit", "--spec takes the whole job from its document; give no other job flags or ARGV")
 		}
-		b, err := a.readInput(*specFile)
-		if err != nil {
-			return bad("spec %s: %v", *specFile, err)
-		}
-		sp, err = spool.ParseSpec(b)
-		if err != nil {
-			return bad("spec %s: %v", *specFile, err)
-		}
-		if *id != "" {
-			if sp.ID != "" && sp.ID != *id {
-				return bad("spec %s: its \"id\" is %q, not --id %q", *specFile, sp.ID, *id)
-			}
-			sp.ID = *id
-		}
-	default:
-		if *chat == "" {
-			return usageErr("submit", "--chat is required")
-		}
-		// A relative --cwd means the caller's, not the daemon's.
-		if *cwd != "" && !filepath.IsAbs(*cwd) {
-			abs, err := filepath.Abs(*cwd)
-			if err != nil {
-				return bad("--cwd %s: %v", *cwd, err)
-			}
-			*cwd = abs
-		}
-		sp = &spool.Spec{ID: *id, Chat: *chat, Cwd: *cwd, Timeout: spool.Duration(timeout.d), Attempts: *attempts}
-		if len(env) > 0 {
-			sp.Env = env
-		}
-		switch {
-		case *script != "" && len(argv) > 0:
-			return usageErr("submit", "give ARGV or --script, not both")
-		case *script != "":
-			b, err := a.readInput(*script)
-			if err != nil {
-				return bad("script %s: %v", *script, err)
-			}
-			if strings.TrimSpace(string(b)) == "" {
-				return bad("script %s is empty: nothing to run", *script)
-			}
-			s := string(b)
-			sp.Script = &s
-		case len(argv) == 0:
-			return usageErr("submit", "nothing to run: give ARGV after -- or --script FILE")
-		default:
-			sp.Argv = argv
-		}
+		sp, err = a.specFromFile(*specFile, *id)
+	} else {
+		sp, err = a.specFromFlags(&spool.Spec{ID: *id, Chat: *chat, Cwd: *cwd, Timeout: spool.Duration(timeout.d), Attempts: *attempts}, env, *script, argv)
+	}
+	if err != nil {
+		return err
 	}
 	// Check everything before the spool is touched.
 	if sp.ID != "" {
@@ -149,13 +106,71 @@ func (a *app) submit(args []string) error {
 	return nil
 }
 
+// specFromFile reads the spec document of --spec (- for stdin); id, if
+// given, must agree with the document's own.
+func (a *app) specFromFile(file, id string) (*spool.Spec, error) {
+	b, err := a.readInput(file)
+	if err != nil {
+		return nil, cli.Usagef("spec %s: %v", file, err)
+	}
+	sp, err := spool.ParseSpec(b)
+	if err != nil {
+		return nil, cli.Usagef("spec %s: %v", file, err)
+	}
+	if id != "" {
+		if sp.ID != "" && sp.ID != id {
+			return nil, cli.Usagef("spec %s: its \"id\" is %q, not --id %q", file, sp.ID, id)
+		}
+		sp.ID = id
+	}
+	return sp, nil
+}
+
+// specFromFlags completes sp from the command line: the environment, and
+// what runs, ARGV or the script in a file (- for stdin).
+func (a *app) specFromFlags(sp *spool.Spec, env envList, script string, argv []string) (*spool.Spec, error) {
+	if sp.Chat == "" {
+		return nil, usageErr("submit", "--chat is required")
+	}
+	// A relative --cwd means the caller's, not the daemon's.
+	if sp.Cwd != "" && !filepath.IsAbs(sp.Cwd) {
+		abs, err := filepath.Abs(sp.Cwd)
+		if err != nil {
+			return nil, cli.Usagef("--cwd %s: %v", sp.Cwd, err)
+		}
+		sp.Cwd = abs
+	}
+	if len(env) > 0 {
+		sp.Env = env
+	}
+	switch {
+	case script != "" && len(argv) > 0:
+		return nil, usageErr("submit", "give ARGV or --script, not both")
+	case script != "":
+		b, err := a.readInput(script)
+		if err != nil {
+			return nil, cli.Usagef("script %s: %v", script, err)
+		}
+		if strings.TrimSpace(string(b)) == "" {
+			return nil, cli.Usagef("script %s is empty: nothing to run", script)
+		}
+		s := string(b)
+		sp.Script = &s
+	case len(argv) == 0:
+		return nil, usageErr("submit", "nothing to run: give ARGV after -- or --script FILE")
+	default:
+		sp.Argv = argv
+	}
+	return sp, nil
+}
+
 // openToSubmit opens the spool with the free-space floor of the
 // environment: below it a submit is refused, as spoold stops claiming, so
 // that a runaway job filling the disk does not take the queue with it.
 func (a *app) openToSubmit() (*spool.Spool, error) {
 	floor, err := spool.FloorFromEnv(a.getenv)
 	if err != nil {
-		return nil, &exitError{cli.ExitUsage, err.Error()}
+		return nil, cli.Usagef("%v", err)
 	}
 	s, err := a.open()
 	if err != nil {
@@ -168,7 +183,7 @@ func (a *app) openToSubmit() (*spool.Spool, error) {
 // submitBatch queues the specs of name, one a line: every line is parsed
 // and checked first, so that a bad one queues nothing.
 func (a *app) submitBatch(name string) error {
-	bad := func(format string, args ...any) error { return &exitError{cli.ExitUsage, fmt.Sprintf(format, args...)} }
+	bad := func(format string, args ...any) error { return cli.Usagef(format, args...) }
 	r, err := a.openInput(name)
 	if err != nil {
 		return bad("batch %s: %v", name, err)
@@ -211,7 +226,7 @@ func (a *app) submitBatch(name string) error {
 	if err != nil {
 		if len(ids) > 0 {
 			// Some are queued and printed; the rest are not.
-			return &exitError{cli.ExitFail, fmt.Sprintf("batch %s: %v; the %d ids printed were queued, the rest not", name, err, len(ids))}
+			return cli.Failf(cli.ExitFail, "batch %s: %v; the %d ids printed were queued, the rest not", name, err, len(ids))
 		}
 		return bad("batch %s: %v; nothing was queued", name, err)
 	}

@@ -5,18 +5,15 @@
 package main
 
 import (
-	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	"github.com/vmspool/vmspool/internal/cli"
 	"github.com/vmspool/vmspool/internal/ops"
@@ -50,64 +47,65 @@ func run(args []string, stderr io.Writer) int {
 	// Signals are caught from the very start: a SIGTERM that comes while
 	// the tree is being made must find the handler (and is acted on once
 	// the daemon runs), not the default action.
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sigs)
-	f, code, ok := parseFlags(args, stderr)
-	if !ok {
-		return code
+	sig := cli.CatchSignals()
+	defer sig.Stop()
+	return cli.Report(stderr, "spoold", serve(sig, args, stderr))
+}
+
+// serve is spoold: flags, the configuration, the daemon run until the
+// signals say stop.
+func serve(sig *cli.Signals, args []string, stderr io.Writer) error {
+	f, err := parseFlags(args)
+	if err != nil {
+		return err
 	}
 	log, err := cli.Logger(stderr, f.logLevel)
 	if err != nil {
-		return usageErr(stderr, "%v", err)
+		return cli.Usagef("%v (see spoold -h)", err)
 	}
 	gate, err := vmgate.New(vmgate.WithCommitTool(f.commitTool))
 	if err != nil {
-		return usageErr(stderr, "%v", err)
+		return cli.Usagef("%v (see spoold -h)", err)
 	}
 	s, err := openSpool(f.dir)
 	if err != nil {
-		fmt.Fprintf(stderr, "spoold: %v\n", err)
-		return cli.ExitFail
+		return err
 	}
 	defer s.Close()
 	// Metrics go to a node_exporter textfile: spoold serves no HTTP.
-	reg := ops.NewRegistry("spoold", false)
-	notifier := ops.NewNotifier()
+	svc := ops.NewService("spoold", false, log)
 	cfg := f.config(s, log)
-	cfg.Metrics = ops.NewSpooldMetrics(reg)
-	cfg.Gate = gateFunc(gate, ops.NewGateMetrics(reg))
-	cfg.Ready = func() { notifier.Ready() }
+	cfg.Metrics = ops.NewSpooldMetrics(svc.Registry)
+	cfg.Gate = gateFunc(gate, ops.NewGateMetrics(svc.Registry))
+	cfg.Ready = svc.Ready
 	d, err := spoold.New(cfg)
 	if err != nil {
-		fmt.Fprintf(stderr, "spoold: %v\n", strings.TrimPrefix(err.Error(), "spoold: "))
-		return cli.ExitFail
+		return errors.New(strings.TrimPrefix(err.Error(), "spoold: "))
 	}
-	ctx, stop := context.WithCancel(context.Background())
-	go func() {
-		sig := <-sigs
-		log.WithField("signal", sig.String()).Info("signal: stopping after the grace")
-		notifier.Stopping()
-		stop()
-		sig = <-sigs
-		log.WithField("signal", sig.String()).Info("second signal: stopping now")
+	write, err := metricsWriter(s, f.metricsOut, f.host)
+	if err != nil {
+		return err
+	}
+	ctx := sig.Context()
+	sig.OnSignal(func(first os.Signal) {
+		log.WithField("signal", first.String()).Info("signal: stopping after the grace")
+		svc.Stopping()
+	}, func() {
+		log.Info("second signal: stopping now")
 		d.StopNow()
-	}()
+	})
 	// The watchdog is pinged while the spool answers a stat: a spool gone
 	// or hung gets the unit restarted rather than kept "alive".
-	if _, err := notifier.StartWatchdog(ctx, ops.DirHealth(s.Dir)); err != nil {
-		log.WithError(err).Warn("no watchdog")
-	}
+	svc.Watchdog(ctx, ops.DirHealth(s.Dir))
 	// The textfile outlives ctx: its last write, after the jobs ended,
 	// holds the final counts.
-	stopMetrics := startTextfile(reg, metricsPath(f.metricsOut, s.Dir, f.host), s.Dir, f.metricsEvery, log)
+	stopMetrics := svc.Textfile(write, f.metricsEvery)
 	err = d.Run(ctx)
 	stopMetrics()
 	if err != nil {
-		fmt.Fprintf(stderr, "spoold: %v\n", strings.TrimPrefix(err.Error(), "spoold: "))
-		return cli.ExitFail
+		return errors.New(strings.TrimPrefix(err.Error(), "spoold: "))
 	}
-	return cli.ExitOK
+	return nil
 }
 
 // flags are spoold's command line, checked.
@@ -120,10 +118,9 @@ type flags struct {
 	floor                                               spool.Floor
 }
 
-// parseFlags reads and checks the command line; when ok is false, spoold
-// exits with code at once (after -h, --version or a usage error, said on
-// stderr in one line).
-func parseFlags(args []string, stderr io.Writer) (f flags, code int, ok bool) {
+// parseFlags reads and checks the command line. After -h and --version
+// it returns cli.ErrHelp, having said them on stdout.
+func parseFlags(args []string) (f flags, err error) {
 	fs := flag.NewFlagSet("spoold", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&f.dir, "spool", "", "the spool `DIR` (default $SPOOL_DIR, $JOBS_DIR, then the system default)")
@@ -148,26 +145,24 @@ func parseFlags(args []string, stderr io.Writer) (f flags, code int, ok bool) {
 	fs.Float64Var(&f.floor.Percent, "min-free-percent", spool.DefaultFloor.Percent, "nor while less than `P` percent is free (0: off)")
 	fs.Int64Var(&f.floor.Inodes, "min-free-inodes", spool.DefaultFloor.Inodes, "nor while fewer than `N` inodes are free (0: off)")
 	version := fs.Bool("version", false, "print the version and exit")
+	bad := func(format string, args ...any) (flags, error) {
+		return f, cli.Usagef(format+" (see spoold -h)", args...)
+	}
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			fmt.Fprint(os.Stdout, usage)
 			fs.SetOutput(os.Stdout)
 			fs.PrintDefaults()
-			return f, cli.ExitOK, false
+			return f, cli.ErrHelp
 		}
-		fmt.Fprintf(stderr, "spoold: %v (see spoold -h)\n", err)
-		return f, cli.ExitUsage, false
+		return bad("%v", err)
 	}
 	if *version {
 		fmt.Println(cli.Version("spoold"))
-		return f, cli.ExitOK, false
+		return f, cli.ErrHelp
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "spoold: unexpected argument %q (see spoold -h)\n", fs.Arg(0))
-		return f, cli.ExitUsage, false
-	}
-	bad := func(format string, args ...any) (flags, int, bool) {
-		return f, usageErr(stderr, format, args...), false
+		return bad("unexpected argument %q", fs.Arg(0))
 	}
 	switch {
 	case f.workers < 1 || f.workers > 1024:
@@ -194,7 +189,7 @@ func parseFlags(args []string, stderr io.Writer) (f flags, code int, ok bool) {
 	}
 	f.limits.EventRate = *eventRate
 	f.ceilings = spool.Limits{Log: f.limits.Log * int64(*ceiling), Events: f.limits.Events * int64(*ceiling), EventRate: f.limits.EventRate * *ceiling}
-	return f, 0, true
+	return f, nil
 }
 
 // config is the daemon's configuration the flags give; cmd adds the
@@ -243,22 +238,38 @@ func gateFunc(gate *vmgate.Gate, m *ops.GateMetrics) spoold.Gate {
 	}
 }
 
-// startTextfile writes the metrics textfile prom (none when empty) every
-// `every` until the returned stop, which writes it a last time and
-// returns once it is written.
-func startTextfile(reg *prometheus.Registry, prom, dir string, every time.Duration, log *logrus.Logger) (stop func()) {
+// metricsWriter writes the metrics textfile (nil: none). A textfile
+// under the spool is part of the tree and is written through package spool
+// with the tree's modes (only the spool's group reads it); one elsewhere
+// (the unit's /var/lib/vmspool/metrics) is world-readable, so that
+// node_exporter reads it without access to the spool.
+func metricsWriter(s *spool.Spool, flag, host string) (ops.TextfileWriter, error) {
+	prom := metricsPath(flag, s.Dir, host)
 	if prom == "" {
-		return func() {}
+		return nil, nil
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		ops.WriteTextfileLoopMode(ctx, reg, prom, metricsMode(prom, dir), every, func(err error) {
-			log.WithError(err).Warn("cannot write the metrics textfile")
-		})
-	}()
-	return func() { cancel(); <-done }
+	if !strings.HasSuffix(prom, ".prom") {
+		return nil, cli.Usagef("--metrics-file %s: the name must end in .prom (node_exporter reads only those)", prom)
+	}
+	rel, inside := underSpool(prom, s.Dir)
+	if !inside {
+		return ops.PathWriter(prom, ops.PublicTextfileMode), nil
+	}
+	// The directory is opened at the first write and then held for the
+	// daemon's life. One that cannot be opened (a symlink planted there)
+	// fails each write, which the textfile loop reports once, and spoold
+	// goes on without its textfile.
+	var d *spool.Dir
+	base := filepath.Base(rel)
+	return func(data []byte) error {
+		if d == nil {
+			var err error
+			if d, err = s.OpenDir(filepath.Dir(rel), spool.DirMode); err != nil {
+				return fmt.Errorf("metrics textfile %s: refusing to write through it: %w", prom, err)
+			}
+		}
+		return d.WriteAdvisory(base, data)
+	}, nil
 }
 
 // metricsPath is where the metrics textfile goes: the flag, or
@@ -277,25 +288,19 @@ func metricsPath(flag, dir, host string) string {
 	return flag
 }
 
-// metricsMode is the textfile's mode: the tree's (0640, its directory 0750)
-// under the spool, where only the spool's group may read; world-readable
-// elsewhere (the unit's /var/lib/vmspool/metrics), so that node_exporter
-// reads it without access to the spool.
-func metricsMode(prom, dir string) os.FileMode {
-	abs, err1 := filepath.Abs(prom)
+// underSpool says whether path is inside the spool dir, and its name
+// there.
+func underSpool(path, dir string) (string, bool) {
+	abs, err1 := filepath.Abs(path)
 	root, err2 := filepath.Abs(dir)
 	if err1 != nil || err2 != nil {
-		return spool.FileMode
+		return "", false
 	}
-	if rel, err := filepath.Rel(root, abs); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-		return spool.FileMode
+	rel, err := filepath.Rel(root, abs)
+	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "", false
 	}
-	return ops.PublicTextfileMode
-}
-
-func usageErr(w io.Writer, format string, args ...any) int {
-	fmt.Fprintf(w, "spoold: "+format+" (see spoold -h)\n", args...)
-	return cli.ExitUsage
+	return rel, true
 }
 
 // jobEnvironment is the base environment of every job: the names of jobEnv

@@ -6,18 +6,13 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/term"
@@ -54,11 +49,6 @@ a terminal. Run 'vmgate COMMAND -h' for a command's flags.
 
 func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 
-// usageError is a usage error or bad input: one line, exit 2.
-type usageError struct{ msg string }
-
-func (e usageError) Error() string { return e.msg }
-
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
@@ -82,17 +72,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "serve":
 		code, err = serve(args[1:], stdout, stderr)
 	default:
-		err = usageError{fmt.Sprintf("unknown command %q (want check, run or serve; see 'vmgate -h')", args[0])}
+		err = cli.Usagef("unknown command %q (want check, run or serve; see 'vmgate -h')", args[0])
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %s\n", name, err)
-		var ue usageError
-		if errors.As(err, &ue) {
-			return cli.ExitUsage
-		}
-		if code == 0 {
-			code = cli.ExitFail
-		}
+		return cli.Report(stderr, name, err)
 	}
 	return code
 }
@@ -133,7 +116,7 @@ func (c *common) parse(args []string) ([]string, error) {
 				c.fs.PrintDefaults()
 				return nil, err
 			}
-			return nil, usageError{fmt.Sprintf("%v (see 'vmgate %s -h')", err, c.cmd)}
+			return nil, cli.Usagef("%v (see 'vmgate %s -h')", err, c.cmd)
 		}
 		args = c.fs.Args()
 		if len(args) == 0 {
@@ -153,13 +136,13 @@ func (c *common) gate() (*vmgate.Gate, error) {
 	if c.rules != "" {
 		r, err := vmgate.LoadRules(c.rules)
 		if err != nil {
-			return nil, usageError{err.Error()}
+			return nil, cli.Usagef("%v", err)
 		}
 		opts = append(opts, vmgate.WithRules(r))
 	}
 	g, err := vmgate.New(opts...)
 	if err != nil {
-		return nil, usageError{err.Error()}
+		return nil, cli.Usagef("%v", err)
 	}
 	return g, nil
 }
@@ -168,26 +151,26 @@ func (c *common) gate() (*vmgate.Gate, error) {
 func script(inline string, inlineSet bool, operands []string, stdin io.Reader) (string, error) {
 	switch {
 	case len(operands) > 1:
-		return "", usageError{fmt.Sprintf("one script at a time, got %d operands", len(operands))}
+		return "", cli.Usagef("one script at a time, got %d operands", len(operands))
 	case inlineSet && len(operands) == 1:
-		return "", usageError{"give -c SCRIPT or FILE, not both"}
+		return "", cli.Usagef("give -c SCRIPT or FILE, not both")
 	case inlineSet:
 		return inline, nil
 	case len(operands) == 1 && operands[0] != "-":
 		data, err := os.ReadFile(operands[0])
 		if err != nil {
-			return "", usageError{fmt.Sprintf("cannot read the script: %v", err)}
+			return "", cli.Usagef("cannot read the script: %v", err)
 		}
 		return string(data), nil
 	}
 	if len(operands) == 0 {
 		if f, ok := stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-			return "", usageError{"no script: give -c SCRIPT, FILE, or - for standard input"}
+			return "", cli.Usagef("no script: give -c SCRIPT, FILE, or - for standard input")
 		}
 	}
 	data, err := io.ReadAll(stdin)
 	if err != nil {
-		return "", usageError{fmt.Sprintf("cannot read the script from standard input: %v", err)}
+		return "", cli.Usagef("cannot read the script from standard input: %v", err)
 	}
 	return string(data), nil
 }
@@ -263,8 +246,9 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, erro
 		fmt.Fprintln(stderr, v.Message)
 		return cli.ExitFail, nil
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
+	sig := cli.CatchSignals()
+	defer sig.Stop()
+	ctx := sig.Context()
 	m := vmgate.Machine{Shell: *shell, Command: *machine}
 	if len(operands) == 1 && operands[0] == "-" || len(operands) == 0 && !isSet(c.fs, "c") {
 		stdin = nil // the script came from stdin: nothing is left to give it
@@ -277,6 +261,11 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, erro
 }
 
 func serve(args []string, stdout, stderr io.Writer) (int, error) {
+	// Signals are caught from the start; the first lets running scripts
+	// finish for --grace, the second stops them at once.
+	sig := cli.CatchSignals()
+	defer sig.Stop()
+	ctx := sig.Context()
 	c := newFlags("serve", "[--machine CMD] [--poll D] [--parallel N] [--timeout D]", stdout)
 	machine := c.fs.String("machine", "", "run allowed requests with this command, which receives the script on stdin")
 	poll := cli.Duration(c.fs, "poll", 0, "poll gate/in/ at this interval instead of inotify (NFS, FUSE)")
@@ -298,10 +287,10 @@ func serve(args []string, stdout, stderr io.Writer) (int, error) {
 		return cli.ExitOK, nil
 	}
 	if len(operands) > 0 {
-		return 0, usageError{fmt.Sprintf("serve takes no operands, got %q", operands[0])}
+		return 0, cli.Usagef("serve takes no operands, got %q", operands[0])
 	}
 	if *parallel < 1 {
-		return 0, usageError{"--parallel must be at least 1"}
+		return 0, cli.Usagef("--parallel must be at least 1")
 	}
 	g, err := c.gate()
 	if err != nil {
@@ -309,16 +298,12 @@ func serve(args []string, stdout, stderr io.Writer) (int, error) {
 	}
 	log, err := cli.Logger(stderr, *level)
 	if err != nil {
-		return 0, usageError{err.Error()}
+		return 0, cli.Usagef("%v", err)
 	}
 	// The spool is made if missing (the gate may be the only part of it
 	// on this machine); every file of it is then reached through package
 	// spool.
-	root := spool.ResolveDir(c.spool, os.Getenv, os.Getuid())
-	if err := os.MkdirAll(root, spool.DirMode); err != nil {
-		return cli.ExitFail, fmt.Errorf("spool %s: cannot create: %v", root, err)
-	}
-	sp, err := spool.Open(root)
+	sp, err := spool.Create(spool.ResolveDir(c.spool, os.Getenv, os.Getuid()))
 	if err != nil {
 		return cli.ExitFail, err
 	}
@@ -326,45 +311,30 @@ func serve(args []string, stdout, stderr io.Writer) (int, error) {
 	dir := sp.Path(spool.GateDir)
 	cfg := gated.ServerConfig{
 		Spool: sp, Gate: g, Log: log, Poll: *poll, Rescan: *rescan,
-		Parallel: *parallel, Timeout: *timeout, Grace: *grace,
+		Parallel: *parallel, Timeout: *timeout, Grace: *grace, Now: sig.Now(),
 	}
 	if *machine != "" {
 		cfg.Machine = &vmgate.Machine{Command: *machine}
 	}
+	svc := ops.NewService(name, true, log)
 	if *metrics != "" {
-		reg := ops.NewRegistry(name, true)
-		cfg.Metrics = ops.NewGateMetrics(reg)
-		ln, err := net.Listen("tcp", *metrics)
+		cfg.Metrics = ops.NewGateMetrics(svc.Registry)
+		stop, err := svc.ServeMetrics(*metrics)
 		if err != nil {
-			return 0, fmt.Errorf("metrics: %v", err)
+			return 0, err
 		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", ops.MetricsHandler(reg))
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go srv.Serve(ln)
-		defer srv.Close()
+		defer stop()
 	}
-	notifier := ops.NewNotifier()
 	cfg.Ready = func() {
-		_ = notifier.Ready()
+		svc.Ready()
 		log.WithFields(map[string]any{"dir": dir, "machine": *machine}).Info("vmgate serving")
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	go func() { <-ctx.Done(); _ = notifier.Stopping() }()
+	sig.OnSignal(func(os.Signal) { svc.Stopping() }, nil)
 	// The watchdog is pinged only while the loop goes round and the gate
 	// directory answers: a stuck daemon is restarted, not kept alive.
 	pulse := &ops.Pulse{}
 	cfg.Beat = pulse.Beat
-	alive, dirOK := pulse.Within(30*time.Second), ops.DirHealth(dir)
-	if _, err := notifier.StartWatchdog(ctx, func() error {
-		if err := alive(); err != nil {
-			return err
-		}
-		return dirOK()
-	}); err != nil {
-		log.WithError(err).Warn("no watchdog")
-	}
+	svc.Watchdog(ctx, pulse.Within(30*time.Second), ops.DirHealth(dir))
 	if err := gated.Serve(ctx, cfg); err != nil {
 		return cli.ExitFail, errors.New(strings.TrimPrefix(err.Error(), "vmgate: "))
 	}

@@ -14,7 +14,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -57,12 +56,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, cli.Version(name))
 		return cli.ExitOK
 	case "follow":
-		return follow(args[1:], stdout, stderr)
+		return cli.Report(stderr, name, follow(args[1:], stdout, stderr))
 	case "serve":
-		return serve(args[1:], stdout, stderr)
+		return cli.Report(stderr, name, serve(args[1:], stdout, stderr))
 	}
-	fmt.Fprintf(stderr, "watchd: unknown command %q; run \"watchd -h\" for the commands (follow, serve)\n", args[0])
-	return cli.ExitUsage
+	return cli.Report(stderr, name, cli.Usagef("unknown command %q; run \"watchd -h\" for the commands (follow, serve)", args[0]))
 }
 
 // common are the flags both commands take.
@@ -80,50 +78,43 @@ func (c *common) register(fs *flag.FlagSet, level string) {
 	fs.BoolVar(&c.version, "version", false, "print the version and exit")
 }
 
-// parse parses a subcommand's flags and answers -h and --version itself:
-// ok is false when the command has nothing more to do, with its exit code.
-func parse(fs *flag.FlagSet, c *common, args []string, stdout, stderr io.Writer) (code int, ok bool) {
-	fs.SetOutput(stderr)
+// parse parses a subcommand's flags and answers -h and --version itself
+// (then it returns cli.ErrHelp).
+func parse(fs *flag.FlagSet, c *common, args []string, stdout io.Writer) error {
+	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stdout)
 			fs.Usage()
-			return cli.ExitOK, false
+			return cli.ErrHelp
 		}
-		return cli.ExitUsage, false
+		return cli.Usagef("%s: %v; run \"watchd %s -h\"", fs.Name(), err, fs.Name())
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "watchd %s: unexpected argument %q; run \"watchd %s -h\"\n", fs.Name(), fs.Arg(0), fs.Name())
-		return cli.ExitUsage, false
+		return cli.Usagef("%s: unexpected argument %q; run \"watchd %s -h\"", fs.Name(), fs.Arg(0), fs.Name())
 	}
 	if c.version {
 		fmt.Fprintln(stdout, cli.Version(name))
-		return cli.ExitOK, false
+		return cli.ErrHelp
 	}
-	return 0, true
+	return nil
 }
 
-func fail(stderr io.Writer, code int, format string, args ...any) int {
-	fmt.Fprintf(stderr, "watchd: "+format+"\n", args...)
-	return code
-}
-
-// logAndOpen makes the logger at c's level and opens the spool; on
-// either's failure it reports it and returns a nil spool and the exit code.
-func logAndOpen(c *common, stderr io.Writer) (*logrus.Logger, *spool.Spool, int) {
+// logAndOpen makes the logger at c's level and opens the spool.
+func logAndOpen(c *common, stderr io.Writer) (*logrus.Logger, *spool.Spool, error) {
 	log, err := cli.Logger(stderr, c.logLevel)
 	if err != nil {
-		return nil, nil, fail(stderr, cli.ExitUsage, "%v", err)
+		return nil, nil, cli.Usagef("%v", err)
 	}
 	dir := spool.ResolveDir(c.spoolDir, os.Getenv, os.Getuid())
 	s, err := spool.Open(dir)
 	if err != nil {
-		return nil, nil, fail(stderr, cli.ExitUsage, "%v", err)
+		return nil, nil, cli.Usagef("%v", err)
 	}
-	return log, s, 0
+	return log, s, nil
 }
 
-func follow(args []string, stdout, stderr io.Writer) int {
+func follow(args []string, stdout, stderr io.Writer) error {
 	// The start, stamped before anything else: a document stamped before it
 	// belongs to an earlier run (invariant 7).
 	began := time.Now()
@@ -144,72 +135,58 @@ func follow(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(fs.Output(), "usage: watchd follow --chat C [--job J] [--json] [--timeout D] [--every D] [--poll D] [--spool DIR]")
 		fs.PrintDefaults()
 	}
-	if code, ok := parse(fs, &c, args, stdout, stderr); !ok {
-		return code
+	if err := parse(fs, &c, args, stdout); err != nil {
+		return err
 	}
 	if chat == "" {
-		return fail(stderr, cli.ExitUsage, "follow: --chat is required; run \"watchd follow -h\"")
+		return cli.Usagef("follow: --chat is required; run \"watchd follow -h\"")
 	}
 	if err := spool.CheckChatID(chat); err != nil {
-		return fail(stderr, cli.ExitUsage, "%v", err)
+		return cli.Usagef("%v", err)
 	}
 	if job != "" {
 		if err := spool.CheckJobID(job); err != nil {
-			return fail(stderr, cli.ExitUsage, "%v", err)
+			return cli.Usagef("%v", err)
 		}
 	}
 	if timeout < 0 || ev < 0 || c.poll < 0 {
-		return fail(stderr, cli.ExitUsage, "follow: durations must not be negative")
+		return cli.Usagef("follow: durations must not be negative")
 	}
-	log, s, code := logAndOpen(&c, stderr)
-	if s == nil {
-		return code
+	log, s, err := logAndOpen(&c, stderr)
+	if err != nil {
+		return err
 	}
 	defer s.Close()
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	var got os.Signal
-	go func() {
-		if sig, ok := <-sigs; ok {
-			got = sig
-			cancel()
-		}
-	}()
+	sig := cli.CatchSignals()
+	defer sig.Stop()
+	ctx := sig.Context()
 	end, err := watchd.Follow(ctx, watchd.FollowConfig{
 		Spool: s, Chat: chat, Job: job, Began: began,
 		JSON: asJSON, Every: ev, Timeout: timeout, Poll: c.poll,
 		Out: stdout, Log: log.WithField("chat", chat),
 	})
-	signal.Stop(sigs)
-	close(sigs)
 	switch {
 	case errors.Is(err, watchd.ErrTimeout):
-		return cli.ExitTimeout
-	case err != nil && ctx.Err() != nil:
+		return cli.Exit(cli.ExitTimeout)
+	case err != nil && sig.First() != nil:
 		// Stopped by a signal: the conventional 128+n, so that a caller
 		// never reads it as the run's outcome.
-		if sig, ok := got.(syscall.Signal); ok {
-			return 128 + int(sig)
-		}
-		return cli.ExitFail
+		return cli.Exit(sig.ExitCode())
 	case err != nil:
-		return fail(stderr, cli.ExitFail, "follow: chat %s: %v", chat, err)
+		return fmt.Errorf("follow: chat %s: %w", chat, err)
 	case end.State == spool.Done:
-		return cli.ExitOK
+		return nil
 	}
-	return cli.ExitFail
+	return cli.Exit(cli.ExitFail)
 }
 
-func serve(args []string, stdout, stderr io.Writer) int {
+func serve(args []string, stdout, stderr io.Writer) error {
 	// Signals are caught from the very start, well before READY=1: a stop
 	// that comes during start-up must find the handler (and is acted on
 	// once listening), not the default action.
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
+	sig := cli.CatchSignals()
+	defer sig.Stop()
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	var c common
 	c.register(fs, "info")
@@ -228,28 +205,28 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(fs.Output(), "usage: watchd serve [--listen ADDR] [--poll D] [--spool DIR]")
 		fs.PrintDefaults()
 	}
-	if code, ok := parse(fs, &c, args, stdout, stderr); !ok {
-		return code
+	if err := parse(fs, &c, args, stdout); err != nil {
+		return err
 	}
 	if c.poll < 0 || rescan < 0 || maxSubs < 0 {
-		return fail(stderr, cli.ExitUsage, "serve: durations and counts must not be negative")
+		return cli.Usagef("serve: durations and counts must not be negative")
 	}
 	if wait <= 0 {
-		return fail(stderr, cli.ExitUsage, "serve: --write-wait must be positive")
+		return cli.Usagef("serve: --write-wait must be positive")
 	}
-	log, s, code := logAndOpen(&c, stderr)
-	if s == nil {
-		return code
+	log, s, err := logAndOpen(&c, stderr)
+	if err != nil {
+		return err
 	}
 	defer s.Close()
 	hub, err := watchd.NewHub(s, watchd.HubConfig{Poll: c.poll, Rescan: rescan, Log: log})
 	if err != nil {
-		return fail(stderr, cli.ExitFail, "serve: %v", err)
+		return cli.Failf(cli.ExitFail, "serve: %v", err)
 	}
 	defer hub.Close()
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
-		return fail(stderr, cli.ExitFail, "serve: %v (is another watchd running? pick another --listen)", err)
+		return cli.Failf(cli.ExitFail, "serve: %v (is another watchd running? pick another --listen)", err)
 	}
 	addr := ln.Addr().(*net.TCPAddr)
 	if !addr.IP.IsLoopback() {
@@ -259,12 +236,12 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	base, stopStreams := context.WithCancel(context.Background())
 	defer stopStreams()
 	go hub.Run(base)
-	reg := ops.NewRegistry(name, true)
-	metrics := ops.NewWatchdMetrics(reg)
+	svc := ops.NewService(name, true, log)
+	metrics := ops.NewWatchdMetrics(svc.Registry)
 	srv := watchd.NewServer(watchd.ServerConfig{Spool: s, Hub: hub, Log: log, MaxSubscribers: maxSubs, WriteWait: wait, Metrics: metrics})
 	hs := srv.HTTPServer(listen, base)
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", metrics.Instrument("metrics", ops.MetricsHandler(reg)))
+	mux.Handle("GET /metrics", metrics.Instrument("metrics", ops.MetricsHandler(svc.Registry)))
 	mux.Handle("/", srv)
 	// Only loopback names, IP addresses and the names of --allow-host:
 	// a page elsewhere cannot read the chats by DNS rebinding.
@@ -273,7 +250,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	go func() { errc <- hs.Serve(ln) }()
 	if addrFile != "" {
 		if err := writeAddr(addrFile, addr.String()); err != nil {
-			return fail(stderr, cli.ExitFail, "serve: --addr-file: %v", err)
+			return cli.Failf(cli.ExitFail, "serve: --addr-file: %v", err)
 		}
 	}
 	mode := "inotify"
@@ -283,20 +260,15 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	log.WithFields(map[string]any{"addr": addr.String(), "spool": s.Dir, "watch": mode}).Info("listening")
 	// Ready once the address is known and written: a unit ordered after
 	// this one may connect at once.
-	notifier := ops.NewNotifier()
-	if err := notifier.Ready(); err != nil {
-		log.WithError(err).Warn("telling systemd we are ready")
-	}
-	if _, err := notifier.StartWatchdog(base, ops.DirHealth(s.Dir)); err != nil {
-		log.WithError(err).Warn("systemd watchdog")
-	}
+	sig.OnSignal(func(os.Signal) { svc.Stopping() }, nil)
+	svc.Ready()
+	svc.Watchdog(base, ops.DirHealth(s.Dir))
 
 	select {
-	case sig := <-sigs:
-		log.WithField("signal", sig.String()).Info("shutting down")
-		notifier.Stopping()
+	case <-sig.Context().Done():
+		log.WithField("signal", sig.First().String()).Info("shutting down")
 	case err := <-errc:
-		return fail(stderr, cli.ExitFail, "serve: %v", err)
+		return fmt.Errorf("serve: %w", err)
 	}
 	// End the streams first: Shutdown waits for handlers, and a stream's
 	// handler lasts as long as its run.
@@ -307,7 +279,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		log.WithError(err).Warn("shutdown")
 	}
 	log.Info("stopped")
-	return cli.ExitOK
+	return nil
 }
 
 // writeAddr writes the address atomically, so a script polling for the

@@ -50,6 +50,14 @@ func WriteTextfile(path string, g prometheus.Gatherer) error {
 // directory can neither be written through nor have its target's mode
 // changed.
 func WriteTextfileMode(path string, g prometheus.Gatherer, mode os.FileMode) error {
+	data, err := Render(g)
+	if err != nil {
+		return fmt.Errorf("metrics textfile %s: %w", path, err)
+	}
+	return writeTextfile(path, data, mode)
+}
+
+func writeTextfile(path string, data []byte, mode os.FileMode) error {
 	if !strings.HasSuffix(path, ".prom") {
 		return fmt.Errorf("metrics textfile %s: name must end in .prom (node_exporter reads only those)", path)
 	}
@@ -82,16 +90,6 @@ func WriteTextfileMode(path string, g prometheus.Gatherer, mode os.FileMode) err
 			return fail(err)
 		}
 	}
-	var buf bytes.Buffer
-	mfs, err := g.Gather()
-	if err != nil {
-		return fail(err)
-	}
-	for _, mf := range mfs {
-		if _, err := expfmt.MetricFamilyToText(&buf, mf); err != nil {
-			return fail(err)
-		}
-	}
 	var rnd [8]byte
 	rand.Read(rnd[:])
 	tmp := "." + base + "." + hex.EncodeToString(rnd[:])
@@ -102,7 +100,7 @@ func WriteTextfileMode(path string, g prometheus.Gatherer, mode os.FileMode) err
 	f := os.NewFile(uintptr(fd), tmp)
 	err = f.Chmod(mode.Perm())
 	if err == nil {
-		_, err = f.Write(buf.Bytes())
+		_, err = f.Write(data)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -117,6 +115,30 @@ func WriteTextfileMode(path string, g prometheus.Gatherer, mode os.FileMode) err
 	return nil
 }
 
+// Render is g's metrics in the text format node_exporter reads.
+func Render(g prometheus.Gatherer) ([]byte, error) {
+	var buf bytes.Buffer
+	mfs, err := g.Gather()
+	if err != nil {
+		return nil, err
+	}
+	for _, mf := range mfs {
+		if _, err := expfmt.MetricFamilyToText(&buf, mf); err != nil {
+			return nil, err
+		}
+	}
+	return buf.Bytes(), nil
+}
+
+// TextfileWriter writes one rendering of the metrics where it belongs.
+type TextfileWriter func(data []byte) error
+
+// PathWriter writes to path with mode through WriteTextfileMode's
+// protections: a textfile outside the spool.
+func PathWriter(path string, mode os.FileMode) TextfileWriter {
+	return func(data []byte) error { return writeTextfile(path, data, mode) }
+}
+
 // WriteTextfileLoop writes the textfile now, then every `every`, until ctx
 // is done, and once more then, so that the file holds the last counts of a
 // daemon that stopped. Errors do not stop the loop (a full disk must not
@@ -124,18 +146,20 @@ func WriteTextfileMode(path string, g prometheus.Gatherer, mode os.FileMode) err
 // nil) once, not at every tick, so that the log says what happened rather
 // than repeating it.
 func WriteTextfileLoop(ctx context.Context, g prometheus.Gatherer, path string, every time.Duration, report func(error)) {
-	WriteTextfileLoopMode(ctx, g, path, PublicTextfileMode, every, report)
+	TextfileLoop(ctx, g, PathWriter(path, PublicTextfileMode), every, report)
 }
 
-// WriteTextfileLoopMode is WriteTextfileLoop writing the file with mode
-// (WriteTextfileMode).
-func WriteTextfileLoopMode(ctx context.Context, g prometheus.Gatherer, path string, mode os.FileMode, every time.Duration, report func(error)) {
+// TextfileLoop is WriteTextfileLoop writing through write.
+func TextfileLoop(ctx context.Context, g prometheus.Gatherer, write TextfileWriter, every time.Duration, report func(error)) {
 	if every <= 0 {
 		every = DefaultTextfileEvery
 	}
 	last := ""
-	write := func() {
-		err := WriteTextfileMode(path, g, mode)
+	once := func() {
+		data, err := Render(g)
+		if err == nil {
+			err = write(data)
+		}
 		switch {
 		case err == nil:
 			last = ""
@@ -146,16 +170,16 @@ func WriteTextfileLoopMode(ctx context.Context, g prometheus.Gatherer, path stri
 			}
 		}
 	}
-	write()
+	once()
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			write()
+			once()
 			return
 		case <-t.C:
-			write()
+			once()
 		}
 	}
 }

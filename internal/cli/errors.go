@@ -1,0 +1,62 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Error is how a command fails: a message said on one line and the exit
+// code it ends with. An empty message says nothing (an exit code that is
+// itself the answer: a followed run that failed, a timeout). Every command returns one (or a plain error, which
+// exits ExitFail), so that the four mains report failures one way.
+type Error struct {
+	Code int    // the exit code; 0 is taken as ExitFail
+	Msg  string // one line; newlines are folded when reported
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+// Usagef is a usage error or bad input: exit ExitUsage.
+func Usagef(format string, args ...any) error {
+	return &Error{ExitUsage, fmt.Sprintf(format, args...)}
+}
+
+// Failf is a failure with the given exit code.
+func Failf(code int, format string, args ...any) error {
+	return &Error{code, fmt.Sprintf(format, args...)}
+}
+
+// ErrHelp ends a command that printed its usage on -h: exit ExitOK and
+// nothing said.
+var ErrHelp = errors.New("help")
+
+// Code is the exit code of err: ExitOK for nil and ErrHelp, an *Error's
+// own code, ExitFail for anything else.
+func Code(err error) int {
+	var e *Error
+	switch {
+	case err == nil, errors.Is(err, ErrHelp):
+		return ExitOK
+	case errors.As(err, &e) && e.Code != 0:
+		return e.Code
+	}
+	return ExitFail
+}
+
+// Exit is an exit code said by itself, with no message.
+func Exit(code int) error { return &Error{Code: code} }
+
+// Report says err on w as one line, "prefix: message", and returns its
+// exit code (Code). nil, ErrHelp and an empty message say nothing.
+func Report(w io.Writer, prefix string, err error) int {
+	if err == nil || errors.Is(err, ErrHelp) {
+		return ExitOK
+	}
+	if err.Error() == "" {
+		return Code(err)
+	}
+	fmt.Fprintf(w, "%s: %s\n", prefix, strings.Join(strings.Fields(err.Error()), " "))
+	return Code(err)
+}
