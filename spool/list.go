@@ -67,14 +67,6 @@ func (s *Spool) List(opt ListOptions) ([]Row, error) {
 	if n <= 0 {
 		n = min(4, 2*runtime.GOMAXPROCS(0))
 	}
-	// The scanner owns each entry's files; a reader owns its row, and is
-	// handed an entry at most once.
-	type entry struct {
-		files Files
-		sent  bool
-		row   Row
-		read  State // the state row was read as, or ""
-	}
 	// The results are read by plain system calls on the root's descriptor
 	// (see readResultAt); the names are single components of the root.
 	root, err := s.root.Open(".")
@@ -83,53 +75,12 @@ func (s *Spool) List(opt ListOptions) ([]Row, error) {
 	}
 	defer root.Close()
 	dirfd := int(root.Fd())
-	// Work goes to the readers in batches: a channel operation per job
-	// kept the scheduler spinning (tens of thousands of nanosleeps).
-	const batch = 256
-	early := make(chan []*entry, 16)
-	var wg sync.WaitGroup
-	for w := 0; w < n; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for es := range early {
-				for _, e := range es {
-					s.fillRow(dirfd, &e.row, HasSpec, now)
-					e.read = e.row.State
-				}
-			}
-		}()
-	}
-	var pending []*entry
-	byID := make(map[string]*entry)
-	var all []*entry
-	err = s.scanNames(func(name, job, ext string) {
-		e := byID[job]
-		if e == nil {
-			e = &entry{row: Row{Job: job}}
-			byID[job] = e
-			all = append(all, e)
-		}
-		bit, st := extInfo(ext)
-		e.files |= bit
-		if !e.sent && st.Final() && (opt.State == "" || opt.State == st) {
-			e.sent = true
-			e.row.State = st
-			if pending = append(pending, e); len(pending) == batch {
-				early <- pending
-				pending = make([]*entry, 0, batch)
-			}
-		}
-	})
-	if len(pending) > 0 {
-		early <- pending
-	}
-	close(early)
-	wg.Wait()
+	// The rows of final jobs are read while the names are still being
+	// scanned; the rest once every name is known.
+	all, byID, err := s.scanRows(dirfd, opt.State, n, now)
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(all, func(a, b *entry) int { return strings.Compare(a.row.Job, b.row.Job) })
 	rows := make([]Row, 0, len(all))
 	var rest []int
 	for _, e := range all {
@@ -143,26 +94,97 @@ func (s *Spool) List(opt ListOptions) ([]Row, error) {
 		}
 		rows = append(rows, e.row)
 	}
-	next := make(chan []int, 16)
+	inBatches(n, rest, func(i int) { s.fillRow(dirfd, &rows[i], byID[rows[i].Job].files, now) })
+	return rows, nil
+}
+
+// listEntry is a job as List's scan finds it. The scanner owns its files;
+// a reader owns its row, and is handed an entry at most once.
+type listEntry struct {
+	files Files
+	sent  bool
+	row   Row
+	read  State // the state row was read as, or ""
+}
+
+// listBatch is how much work goes to a reader at a time: a channel
+// operation per job kept the scheduler spinning (tens of thousands of
+// nanosleeps).
+const listBatch = 256
+
+// scanRows scans the tree's names into entries, sorted by job, and reads
+// the row of each job whose names already show it final (in state, if
+// not "") on n readers while the scan goes on.
+func (s *Spool) scanRows(dirfd int, state State, n int, now time.Time) ([]*listEntry, map[string]*listEntry, error) {
+	early := make(chan []*listEntry, 16)
+	var wg sync.WaitGroup
 	for w := 0; w < n; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for is := range next {
-				for _, i := range is {
-					s.fillRow(dirfd, &rows[i], byID[rows[i].Job].files, now)
+			for es := range early {
+				for _, e := range es {
+					s.fillRow(dirfd, &e.row, HasSpec, now)
+					e.read = e.row.State
 				}
 			}
 		}()
 	}
-	for len(rest) > 0 {
-		k := min(batch, len(rest))
-		next <- rest[:k]
-		rest = rest[k:]
+	var pending []*listEntry
+	byID := make(map[string]*listEntry)
+	var all []*listEntry
+	err := s.scanNames(func(name, job, ext string) {
+		e := byID[job]
+		if e == nil {
+			e = &listEntry{row: Row{Job: job}}
+			byID[job] = e
+			all = append(all, e)
+		}
+		bit, st := extInfo(ext)
+		e.files |= bit
+		if !e.sent && st.Final() && (state == "" || state == st) {
+			e.sent = true
+			e.row.State = st
+			if pending = append(pending, e); len(pending) == listBatch {
+				early <- pending
+				pending = make([]*listEntry, 0, listBatch)
+			}
+		}
+	})
+	if len(pending) > 0 {
+		early <- pending
+	}
+	close(early)
+	wg.Wait()
+	if err != nil {
+		return nil, nil, err
+	}
+	slices.SortFunc(all, func(a, b *listEntry) int { return strings.Compare(a.row.Job, b.row.Job) })
+	return all, byID, nil
+}
+
+// inBatches calls f for each of is on n goroutines, listBatch at a time.
+func inBatches(n int, is []int, f func(int)) {
+	next := make(chan []int, 16)
+	var wg sync.WaitGroup
+	for w := 0; w < n; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for b := range next {
+				for _, i := range b {
+					f(i)
+				}
+			}
+		}()
+	}
+	for len(is) > 0 {
+		k := min(listBatch, len(is))
+		next <- is[:k]
+		is = is[k:]
 	}
 	close(next)
 	wg.Wait()
-	return rows, nil
 }
 
 // extInfo is extBit and the state a suffix stands for, by a switch: the

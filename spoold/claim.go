@@ -14,63 +14,8 @@ import (
 // processes a dead attempt left behind are ended before either, since they
 // hold both locks.
 func (d *Daemon) handle(it *item) {
-	// The marker as it is now: the job may have been claimed by another
-	// daemon since it was queued here, or queued again with a backoff.
-	//
-	// drop lets go of a job that will not be claimed here: if it was the
-	// head of its chat's wait list, the next one may be tried.
-	unpark := func() {
-		if it.parked && it.chat != "" {
-			d.q.headDone(it.chat)
-			d.q.retry(it.chat)
-		}
-	}
-	drop := func() {
-		unpark()
-		d.q.forget(it.job)
-	}
-	// later puts the job back in this daemon's queue, to be tried at at.
-	later := func(at time.Time) {
-		unpark()
-		it.at, it.parked = at, false
-		d.q.push(it)
-	}
-	fi, err := d.s.Stat(it.job + spool.ExtReady)
-	if err != nil {
-		drop()
-		return
-	}
-	if fi.ModTime().After(time.Now()) && fi.ModTime().After(it.at) {
-		later(fi.ModTime())
-		return
-	}
-	// Below the free-space floor nothing new is claimed: the job stays
-	// queued, and is tried again in a second (limits.go).
-	if d.belowFloor() {
-		later(time.Now().Add(time.Second))
-		return
-	}
-	if err := d.s.CheckOwner(it.job+spool.ExtReady, fi); err != nil {
-		d.untrusted(it.job, err)
-		drop()
-		return
-	}
-	it.content = fi.Size() > 0
-	sp, err := d.s.ReadSpec(it.job)
-	if err != nil {
-		if errors.Is(err, spool.ErrUntrusted) {
-			d.untrusted(it.job, err)
-			drop()
-			return
-		}
-		if !permanent(err) {
-			// EMFILE, EIO...: the next rescan tries again.
-			d.log.WithError(err).WithFields(logrus.Fields{"job": it.job, "worker": d.cfg.Worker}).Error("cannot read spec; will retry")
-			drop()
-			return
-		}
-		d.refuse(it.job, err)
-		drop()
+	sp, ok := d.admit(it)
+	if !ok {
 		return
 	}
 	it.chat = sp.Chat
@@ -85,15 +30,19 @@ func (d *Daemon) handle(it *item) {
 	if err != nil {
 		d.log.WithError(err).WithFields(logrus.Fields{"job": it.job, "chat": sp.Chat, "worker": d.cfg.Worker}).Error("cannot lock chat")
 		d.refuse(it.job, err)
-		drop()
+		d.drop(it)
 		return
 	}
 	if !ok {
 		d.q.park(it)
 		return
 	}
+	// On the way out: the chat's lock, then the chat's next job, then
+	// the claim's mark.
 	d.claimBegin(it.job)
 	defer d.claimEnd(it.job)
+	defer d.q.retry(sp.Chat)
+	defer chatLock.Close()
 	lease, prev, err := d.s.Claim(it.job, d.lease(sp.Chat))
 	if it.parked {
 		d.q.headDone(sp.Chat)
@@ -103,23 +52,81 @@ func (d *Daemon) handle(it *item) {
 		// put back. The job stays known, so that the event of that rename
 		// does not bring it straight back: it is tried again in a second,
 		// not in a loop.
-		chatLock.Close()
 		d.log.WithError(err).WithFields(logrus.Fields{"job": it.job, "chat": sp.Chat, "worker": d.cfg.Worker}).Error("claim; trying again in a second")
 		it.at, it.parked = time.Now().Add(time.Second), false
 		d.q.push(it)
-		d.q.retry(sp.Chat)
 		return
 	}
 	d.q.forget(it.job)
 	if lease == nil {
-		chatLock.Close()
-		d.q.retry(sp.Chat)
 		return
 	}
 	d.cfg.Metrics.Claimed(time.Since(it.at))
 	d.execute(sp, lease, prev, chatLock)
-	chatLock.Close()
-	d.q.retry(sp.Chat)
+}
+
+// admit reads the marker and the spec of a job about to be claimed, as
+// they are now: the job may have been claimed by another daemon since it
+// was queued here, or queued again with a backoff. ok is false when it is
+// not claimed now (it was dropped, refused, or put back for later).
+func (d *Daemon) admit(it *item) (sp *spool.Spec, ok bool) {
+	fi, err := d.s.Stat(it.job + spool.ExtReady)
+	if err != nil {
+		d.drop(it)
+		return nil, false
+	}
+	if fi.ModTime().After(time.Now()) && fi.ModTime().After(it.at) {
+		d.later(it, fi.ModTime())
+		return nil, false
+	}
+	// Below the free-space floor nothing new is claimed: the job stays
+	// queued, and is tried again in a second (limits.go).
+	if d.belowFloor() {
+		d.later(it, time.Now().Add(time.Second))
+		return nil, false
+	}
+	if err := d.s.CheckOwner(it.job+spool.ExtReady, fi); err != nil {
+		d.untrusted(it.job, err)
+		d.drop(it)
+		return nil, false
+	}
+	it.content = fi.Size() > 0
+	sp, err = d.s.ReadSpec(it.job)
+	switch {
+	case err == nil:
+		return sp, true
+	case errors.Is(err, spool.ErrUntrusted):
+		d.untrusted(it.job, err)
+	case !permanent(err):
+		// EMFILE, EIO...: the next rescan tries again.
+		d.log.WithError(err).WithFields(logrus.Fields{"job": it.job, "worker": d.cfg.Worker}).Error("cannot read spec; will retry")
+	default:
+		d.refuse(it.job, err)
+	}
+	d.drop(it)
+	return nil, false
+}
+
+// unpark lets go of a job that will not be claimed now: if it was the head
+// of its chat's wait list, the next one may be tried.
+func (d *Daemon) unpark(it *item) {
+	if it.parked && it.chat != "" {
+		d.q.headDone(it.chat)
+		d.q.retry(it.chat)
+	}
+}
+
+// drop lets go of a job that will not be claimed here.
+func (d *Daemon) drop(it *item) {
+	d.unpark(it)
+	d.q.forget(it.job)
+}
+
+// later puts the job back in this daemon's queue, to be tried at at.
+func (d *Daemon) later(it *item, at time.Time) {
+	d.unpark(it)
+	it.at, it.parked = at, false
+	d.q.push(it)
 }
 
 // claimBegin marks job as claimed by this daemon until claimEnd: from

@@ -113,14 +113,35 @@ func (d *Daemon) execute(sp *spool.Spec, l *spool.Lease, prev *spool.Lease, chat
 	d.cfg.Metrics.Started()
 	defer d.cfg.Metrics.Stopped()
 
+	specLock := r.preflight(prev)
+	if specLock == nil {
+		return
+	}
+	r.event(spool.Event{Type: spool.EventStart, Text: fmt.Sprintf("attempt %d started by %s", l.Attempt, d.cfg.Worker)})
+	r.sync()
+	exited, err := r.start(specLock, chatLock)
+	if err != nil {
+		r.end(spool.Failed, nil, err.Error())
+		return
+	}
+	r.log.WithField("pid", r.pgid).Info("started")
+	r.loop(exited)
+}
+
+// preflight is what is checked before anything of the job runs: a cancel
+// asked for, the spec's lock (no attempt before still running), the events
+// file, and the gate's verdict on a script. It returns the spec's lock, or
+// nil when the attempt has been ended here.
+func (r *run) preflight(prev *spool.Lease) *os.File {
+	d := r.d
 	if _, err := d.s.Stat(r.job + spool.ExtCancel); err == nil {
 		r.event(spool.Event{Type: spool.EventWorker, Text: "cancel requested before it started"})
 		r.end(spool.Cancelled, nil, "cancelled before it started")
-		return
+		return nil
 	}
 	specLock := r.lockSpec(prev)
 	if specLock == nil {
-		return
+		return nil
 	}
 	// A symlink, FIFO or directory planted at <job>.events would swallow
 	// the run's whole history (every append and read refuses it): the job
@@ -128,54 +149,49 @@ func (d *Daemon) execute(sp *spool.Spec, l *spool.Lease, prev *spool.Lease, chat
 	if fi, err := d.s.Stat(r.job + spool.ExtEvents); err == nil && !fi.Mode().IsRegular() {
 		specLock.Close()
 		r.end(spool.Failed, nil, fmt.Sprintf("events %s: not a regular file (%v); nothing ran", d.s.Path(r.job+spool.ExtEvents), fi.Mode().Type()))
-		return
+		return nil
 	}
-	var script *os.File
-	if sp.Script != nil {
+	if r.sp.Script != nil {
 		// The gate decides before anything of the script runs; a refusal
 		// is the attempt's whole story: a gate event and the end.
-		v := d.decide(*sp.Script)
-		if !v.Allowed {
+		if v := d.decide(*r.sp.Script); !v.Allowed {
 			specLock.Close()
 			r.event(spool.Event{Type: spool.EventGate, Text: v.Message})
 			r.log.WithField("reason", v.Reason).Warn("gate refused the script")
 			r.end(spool.Failed, nil, v.Message)
-			return
+			return nil
 		}
 	}
-	r.event(spool.Event{Type: spool.EventStart, Text: fmt.Sprintf("attempt %d started by %s", l.Attempt, d.cfg.Worker)})
-	r.sync()
+	return specLock
+}
+
+// start starts the job's process with its log, the two locks and, for a
+// script, the pipe bash reads it from; the locks are closed here either
+// way (the child holds them). exited receives the process's end.
+func (r *run) start(specLock, chatLock *os.File) (exited <-chan error, err error) {
+	defer specLock.Close()
 	cmd, err := r.command()
 	if err != nil {
-		specLock.Close()
-		r.end(spool.Failed, nil, err.Error())
-		return
+		return nil, err
 	}
-	logf, err := d.s.OpenLog(r.job)
+	logf, err := r.d.s.OpenLog(r.job)
 	if err != nil {
-		specLock.Close()
-		r.end(spool.Failed, nil, err.Error())
-		return
+		return nil, err
 	}
+	defer logf.Close()
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// fd 3 and 4: the spec's and the chat's locks, inherited by every
 	// process the job starts, so that the kernel tells for certain whether
 	// any of them still lives. fd 5: the script, for bash to read.
 	cmd.ExtraFiles = []*os.File{specLock, chatLock}
-	var scriptW *os.File
-	if sp.Script != nil {
-		script, scriptW, err = os.Pipe()
-		if err != nil {
-			specLock.Close()
-			logf.Close()
-			r.end(spool.Failed, nil, fmt.Sprintf("cannot start bash: %v", err))
-			return
+	var script, scriptW *os.File
+	if r.sp.Script != nil {
+		if script, scriptW, err = os.Pipe(); err != nil {
+			return nil, fmt.Errorf("cannot start bash: %v", err)
 		}
 		cmd.ExtraFiles = append(cmd.ExtraFiles, script)
 	}
 	err = cmd.Start()
-	specLock.Close()
-	logf.Close()
 	if script != nil {
 		script.Close()
 	}
@@ -183,20 +199,18 @@ func (d *Daemon) execute(sp *spool.Spec, l *spool.Lease, prev *spool.Lease, chat
 		if scriptW != nil {
 			scriptW.Close()
 		}
-		r.end(spool.Failed, nil, fmt.Sprintf("cannot start %q: %v", cmd.Args[0], err))
-		return
+		return nil, fmt.Errorf("cannot start %q: %v", cmd.Args[0], err)
 	}
 	if scriptW != nil {
 		go func() {
-			scriptW.Write([]byte(*sp.Script))
+			scriptW.Write([]byte(*r.sp.Script))
 			scriptW.Close()
 		}()
 	}
 	r.pgid = cmd.Process.Pid
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	r.log.WithField("pid", r.pgid).Info("started")
-	r.loop(exited)
+	ch := make(chan error, 1)
+	go func() { ch <- cmd.Wait() }()
+	return ch, nil
 }
 
 // lockSpec takes the spec's lock for the new attempt. If some process of
@@ -267,93 +281,32 @@ func (r *run) loop(exited <-chan error) {
 	b := r.startBeat()
 	defer b.stop()
 	r.beat = b
-	keep := time.NewTimer(keepalive)
-	defer keep.Stop()
-	var timeoutC <-chan time.Time
-	if r.timeout > 0 {
-		t := time.NewTimer(r.timeout)
-		defer t.Stop()
-		timeoutC = t.C
-	}
 	// The limits are measured by a goroutine of their own, which a flood
 	// of events keeping this loop busy does not delay (limits.go).
 	limitHit, stopLimits := r.watchLimits()
 	defer stopLimits()
-	var pollC <-chan time.Time
-	if d.cfg.Poll > 0 {
-		t := time.NewTicker(d.cfg.Poll)
-		defer t.Stop()
-		pollC = t.C
-	}
-	// The process group goes into the lease a moment after the start, not
-	// at once: a durable write per job is what no-op jobs cost most, most
-	// jobs that short are over by then, and a recoverer that finds no
-	// pgid finds the processes by the locks they inherited (holders).
-	record := d.cfg.Lease / 3
-	if record > recordPGID {
-		record = recordPGID
-	}
-	recordT := time.NewTimer(record)
-	defer recordT.Stop()
-	var flushT *time.Timer
-	var flushC <-chan time.Time
-	var killT *time.Timer
-	var killC <-chan time.Time
-	defer func() {
-		if flushT != nil {
-			flushT.Stop()
-		}
-		if killT != nil {
-			killT.Stop()
-		}
-	}()
+	k := r.newClocks()
+	defer k.stopAll()
 	cancelC, interrupt, hard := r.cancelCh, d.interrupt, d.hard
-	stop := func(why ending, text string) {
-		if r.reason == endNone {
-			r.reason = why
-			if why != endLeaseLost && why != endFenced {
-				r.event(spool.Event{Type: spool.EventWorker, Text: text})
-			}
-			if why != endFenced { // the fence said it already
-				r.log.Info(text)
-			}
-		}
-		signalGroup(r.pgid, syscall.SIGTERM)
-		if killT == nil {
-			killT = time.NewTimer(d.cfg.KillGrace)
-			killC = killT.C
-		}
-	}
 	for {
 		select {
 		case err := <-exited:
 			stopLimits()
-			// The limit watcher ends the job's group before it says why:
-			// the exit may be seen first, and the reason must still be
-			// the limit's.
-			select {
-			case why := <-limitHit:
-				if r.reason == endNone {
-					r.reason, r.limitText = endLimit, why
-					r.event(spool.Event{Type: spool.EventWorker, Text: why + ": ending the job"})
-				}
-			default:
-			}
-			r.exited(err)
+			r.exitedAfterLimit(err, limitHit)
 			return
 		case <-r.wake:
 			if wait := coalesce - time.Since(r.lastFlush); wait <= 0 {
 				r.sync()
-			} else if flushC == nil {
-				flushT = time.NewTimer(wait)
-				flushC = flushT.C
+			} else if k.flushC == nil {
+				k.flush = time.NewTimer(wait)
+				k.flushC = k.flush.C
 			}
-		case <-flushC:
-			flushC = nil
+		case <-k.flushC:
+			k.flushC = nil
 			r.sync()
-		case <-keep.C:
+		case <-k.keep.C:
 			r.sync()
-		case <-pollC:
+		case <-k.poll:
 			r.sync()
 			if _, err := d.s.Stat(r.job + spool.ExtCancel); err == nil {
 				r.requestCancel()
@@ -364,40 +317,122 @@ func (r *run) loop(exited <-chan error) {
 		case why := <-limitHit:
 			limitHit = nil
 			r.limitText = why
-			stop(endLimit, why+": ending the job")
-		case <-recordT.C:
+			r.stop(k, endLimit, why+": ending the job")
+		case <-k.record:
 			r.lease.PGID = r.pgid
 			if err := d.s.UpdateLease(r.lease); err != nil {
-				stop(endLeaseLost, "lease lost: stopping the job, writing nothing")
+				r.stop(k, endLeaseLost, "lease lost: stopping the job, writing nothing")
 			}
 		case <-b.lost:
 			b.lost = nil
 			d.cfg.Metrics.LeaseLost()
-			stop(endLeaseLost, "lease lost: stopping the job, writing nothing")
+			r.stop(k, endLeaseLost, "lease lost: stopping the job, writing nothing")
 		case why := <-b.fence:
-			stop(endFenced, why)
+			r.stop(k, endFenced, why)
 		case <-cancelC:
 			cancelC = nil
-			stop(endCancel, "cancel requested: ending the job")
-		case <-timeoutC:
-			timeoutC = nil
-			stop(endTimeout, "timed out after "+r.timeout.String()+": ending the job")
+			r.stop(k, endCancel, "cancel requested: ending the job")
+		case <-k.timeout:
+			k.timeout = nil
+			r.stop(k, endTimeout, "timed out after "+r.timeout.String()+": ending the job")
 		case <-interrupt:
 			interrupt = nil
-			stop(endShutdown, "interrupted by shutdown: ending the job")
+			r.stop(k, endShutdown, "interrupted by shutdown: ending the job")
 		case <-hard:
 			hard = nil
-			stop(endShutdown, "interrupted by shutdown: ending the job")
+			r.stop(k, endShutdown, "interrupted by shutdown: ending the job")
 			signalGroup(r.pgid, syscall.SIGKILL)
-		case <-killC:
-			killC = nil
+		case <-k.killC:
+			k.killC = nil
 			signalGroup(r.pgid, syscall.SIGKILL)
 		}
 		// keep is reset by every flush; drain a tick it raced with.
 		if !r.lastFlush.IsZero() {
-			resetTimer(keep, keepalive-time.Since(r.lastFlush))
+			resetTimer(k.keep, keepalive-time.Since(r.lastFlush))
 		}
 	}
+}
+
+// clocks are the timers run.loop selects on. A nil channel is one that is
+// off or has fired.
+type clocks struct {
+	keep    *time.Timer      // a progress flush at least this often
+	timeout <-chan time.Time // the job's own timeout
+	poll    <-chan time.Time // poll mode: look for a cancel and an answer
+	record  <-chan time.Time // write the process group into the lease
+	flush   *time.Timer      // a coalesced flush due
+	flushC  <-chan time.Time
+	kill    *time.Timer // SIGKILL after the kill grace
+	killC   <-chan time.Time
+	stops   []func() bool
+}
+
+func (r *run) newClocks() *clocks {
+	d := r.d
+	k := &clocks{keep: time.NewTimer(keepalive)}
+	k.stops = append(k.stops, k.keep.Stop)
+	if r.timeout > 0 {
+		t := time.NewTimer(r.timeout)
+		k.stops, k.timeout = append(k.stops, t.Stop), t.C
+	}
+	if d.cfg.Poll > 0 {
+		t := time.NewTicker(d.cfg.Poll)
+		k.stops, k.poll = append(k.stops, func() bool { t.Stop(); return true }), t.C
+	}
+	// The process group goes into the lease a moment after the start, not
+	// at once: a durable write per job is what no-op jobs cost most, most
+	// jobs that short are over by then, and a recoverer that finds no
+	// pgid finds the processes by the locks they inherited (holders).
+	t := time.NewTimer(min(d.cfg.Lease/3, recordPGID))
+	k.stops, k.record = append(k.stops, t.Stop), t.C
+	return k
+}
+
+func (k *clocks) stopAll() {
+	for _, s := range k.stops {
+		s()
+	}
+	if k.flush != nil {
+		k.flush.Stop()
+	}
+	if k.kill != nil {
+		k.kill.Stop()
+	}
+}
+
+// stop ends the job's process group: SIGTERM now, SIGKILL after the kill
+// grace. The first reason given is the one the job ends with; the event
+// and the log line say it once.
+func (r *run) stop(k *clocks, why ending, text string) {
+	if r.reason == endNone {
+		r.reason = why
+		if why != endLeaseLost && why != endFenced {
+			r.event(spool.Event{Type: spool.EventWorker, Text: text})
+		}
+		if why != endFenced { // the fence said it already
+			r.log.Info(text)
+		}
+	}
+	signalGroup(r.pgid, syscall.SIGTERM)
+	if k.kill == nil {
+		k.kill = time.NewTimer(r.d.cfg.KillGrace)
+		k.killC = k.kill.C
+	}
+}
+
+// exitedAfterLimit handles the exit of the job's process. The limit
+// watcher ends the job's group before it says why: the exit may be seen
+// first, and the reason must still be the limit's.
+func (r *run) exitedAfterLimit(err error, limitHit <-chan string) {
+	select {
+	case why := <-limitHit:
+		if r.reason == endNone {
+			r.reason, r.limitText = endLimit, why
+			r.event(spool.Event{Type: spool.EventWorker, Text: why + ": ending the job"})
+		}
+	default:
+	}
+	r.exited(err)
 }
 
 func resetTimer(t *time.Timer, d time.Duration) {

@@ -312,8 +312,51 @@ func (e *expander) addList(list []string, quoted bool) {
 
 func (e *expander) param(p *syntax.ParamExp, quoted bool) {
 	w := e.w
-	// Whatever the expansion, its nested words run their substitutions.
-	var hint string
+	hint := e.paramWords(p)
+	if p.Param == nil || p.Excl || p.Length || p.Width || p.Slice != nil || p.Repl != nil || p.Exp != nil || p.Names != 0 || p.NestedParam != nil {
+		// ${X,,}, ${X:0:3}, ${X/a/b}: not followed, but what X holds is a
+		// hint of what the word may be.
+		if p.Param != nil {
+			if v, ok := w.vars[p.Param.Value]; ok {
+				hint += " " + v.s + " " + strings.Join(v.list, " ") + " " + v.hint
+			}
+		}
+		e.mark(hint)
+		return
+	}
+	name := p.Param.Value
+	if name == "@" || name == "*" {
+		e.positionals(name == "*", quoted)
+		return
+	}
+	if n, err := strconv.Atoi(name); err == nil {
+		e.positional(n, quoted)
+		return
+	}
+	v, ok := w.vars[name]
+	if !ok && name == "IFS" {
+		// bash never takes IFS from the environment: unset, it is this.
+		v, ok = value{s: defaultIFS, known: true}, true
+	}
+	switch {
+	case !ok || !v.known:
+		e.mark(v.hint)
+	case p.Index != nil:
+		e.indexed(v, p.Index, quoted)
+	case v.arr && len(v.list) > 0:
+		e.addValue(v.list[0], quoted)
+	case v.arr:
+		e.addValue("", quoted)
+	default:
+		e.addValue(v.s, quoted)
+	}
+}
+
+// paramWords walks the words nested in an expansion (whatever it is, they
+// run their substitutions) and returns the text of its replacement or
+// default word, a hint of what the expansion may give.
+func (e *expander) paramWords(p *syntax.ParamExp) (hint string) {
+	w := e.w
 	if p.Index != nil {
 		w.arith(p.Index)
 	}
@@ -332,102 +375,73 @@ func (e *expander) param(p *syntax.ParamExp, quoted bool) {
 	if p.Exp != nil && p.Exp.Word != nil {
 		hint = w.str(p.Exp.Word).s
 	}
-	if p.Param == nil || p.Excl || p.Length || p.Width || p.Slice != nil || p.Repl != nil || p.Exp != nil || p.Names != 0 || p.NestedParam != nil {
-		// ${X,,}, ${X:0:3}, ${X/a/b}: not followed, but what X holds is a
-		// hint of what the word may be.
-		if p.Param != nil {
-			if v, ok := w.vars[p.Param.Value]; ok {
-				hint += " " + v.s + " " + strings.Join(v.list, " ") + " " + v.hint
-			}
-		}
-		e.mark(hint)
+	return hint
+}
+
+// positionals expands $@ or $* (star).
+func (e *expander) positionals(star, quoted bool) {
+	w := e.w
+	if !w.posKnown {
+		e.mark("")
 		return
 	}
-	name := p.Param.Value
-	switch name {
-	case "@", "*":
-		if !w.posKnown {
-			e.mark("")
+	list := make([]string, 0, len(w.pos))
+	for _, f := range w.pos {
+		if f.dyn {
+			e.mark(f.hint)
 			return
 		}
-		list := make([]string, 0, len(w.pos))
-		for _, f := range w.pos {
-			if f.dyn {
-				e.mark(f.hint)
-				return
-			}
-			list = append(list, f.s)
-		}
-		if name == "*" && quoted {
-			e.addValue(strings.Join(list, " "), true)
-			return
-		}
-		e.addList(list, quoted)
+		list = append(list, f.s)
+	}
+	if star && quoted {
+		e.addValue(strings.Join(list, " "), true)
 		return
 	}
-	if n, err := strconv.Atoi(name); err == nil {
-		if n == 0 || !w.posKnown {
-			e.mark("")
-			return
-		}
-		if n <= len(w.pos) {
-			f := w.pos[n-1]
-			if f.dyn {
-				e.mark(f.hint)
-				return
-			}
-			e.addValue(f.s, quoted)
+	e.addList(list, quoted)
+}
+
+// positional expands $n.
+func (e *expander) positional(n int, quoted bool) {
+	w := e.w
+	switch {
+	case n == 0 || !w.posKnown:
+		e.mark("")
+	case n > len(w.pos):
+		e.addValue("", quoted)
+	case w.pos[n-1].dyn:
+		e.mark(w.pos[n-1].hint)
+	default:
+		e.addValue(w.pos[n-1].s, quoted)
+	}
+}
+
+// indexed expands ${v[i]}, ${v[@]} and ${v[*]} of a known value.
+func (e *expander) indexed(v value, index syntax.ArithmExpr, quoted bool) {
+	idx := ""
+	if wd, ok := index.(*syntax.Word); ok {
+		idx = wd.Lit()
+	}
+	switch {
+	case idx == "@" || idx == "*":
+		if v.arr {
+			e.addList(v.list, quoted && idx == "@")
 		} else {
-			e.addValue("", quoted)
-		}
-		return
-	}
-	v, ok := w.vars[name]
-	if !ok && name == "IFS" {
-		// bash never takes IFS from the environment: unset, it is this.
-		v, ok = value{s: defaultIFS, known: true}, true
-	}
-	if !ok || !v.known {
-		e.mark(v.hint)
-		return
-	}
-	if p.Index != nil {
-		idx := ""
-		if wd, ok := p.Index.(*syntax.Word); ok {
-			idx = wd.Lit()
-		}
-		switch {
-		case idx == "@" || idx == "*":
-			if v.arr {
-				e.addList(v.list, quoted && idx == "@")
-			} else {
-				e.addValue(v.s, quoted)
-			}
-		case idx == "0" && !v.arr:
 			e.addValue(v.s, quoted)
-		default:
-			n, err := strconv.Atoi(idx)
-			if err != nil || !v.arr || n < 0 {
-				e.mark(strings.Join(v.list, " "))
-				return
-			}
-			if n < len(v.list) {
-				e.addValue(v.list[n], quoted)
-			} else {
-				e.addValue("", quoted)
-			}
 		}
 		return
-	}
-	if v.arr {
-		if len(v.list) > 0 {
-			e.addValue(v.list[0], quoted)
-		} else {
-			e.addValue("", quoted)
-		}
+	case idx == "0" && !v.arr:
+		e.addValue(v.s, quoted)
 		return
 	}
-	e.addValue(v.s, quoted)
+	n, err := strconv.Atoi(idx)
+	switch {
+	case err != nil || !v.arr || n < 0:
+		e.mark(strings.Join(v.list, " "))
+	case n < len(v.list):
+		e.addValue(v.list[n], quoted)
+	default:
+		e.addValue("", quoted)
+	}
 }
 
 // ansiC decodes the body of a $'...' string.

@@ -265,83 +265,18 @@ func (w *walker) stmt(s *syntax.Stmt, stdin, capture *input) {
 	case *syntax.Subshell:
 		w.scoped(func() { w.stmts(c.Stmts, capture) })
 	case *syntax.BinaryCmd:
-		switch c.Op {
-		case syntax.Pipe, syntax.PipeAll:
-			// Each side of a pipe runs in a subshell; the left side's
-			// output is the right side's input.
-			var out input
-			w.scoped(func() { w.stmt(c.X, stdin, &out) })
-			if !out.known {
-				out.unseen = !downloads(c.X)
-			}
-			w.scoped(func() { w.stmt(c.Y, &out, capture) })
-		default:
-			w.stmt(c.X, stdin, nil)
-			w.branches(true, func() { w.stmt(c.Y, stdin, capture) })
-		}
+		w.binary(c, stdin, capture)
 	case *syntax.IfClause:
-		w.stmts(c.Cond, nil)
-		fns := []func(){func() { w.stmts(c.Then, nil) }}
-		mayNone := true
-		for e := c.Else; e != nil; e = e.Else {
-			e := e
-			if len(e.Cond) == 0 {
-				mayNone = false
-			}
-			fns = append(fns, func() { w.stmts(e.Cond, nil); w.stmts(e.Then, nil) })
-		}
-		w.branches(mayNone, fns...)
+		w.ifClause(c)
 	case *syntax.WhileClause:
 		w.stmts(c.Cond, nil)
 		w.branches(true, func() { w.stmts(c.Do, nil); w.stmts(c.Cond, nil) })
 	case *syntax.ForClause:
-		if name, items := w.loop(c.Loop); items != nil {
-			// A loop over words all known runs its body once for each,
-			// in order: the write it names is the one that runs first.
-			for _, it := range items {
-				w.setVar(name, value{s: it, known: true})
-				w.stmts(c.Do, nil)
-				if w.done {
-					break
-				}
-			}
-			break
-		}
-		w.branches(true, func() { w.stmts(c.Do, nil) })
+		w.forClause(c)
 	case *syntax.CaseClause:
-		w.str(c.Word)
-		var fns []func()
-		for _, it := range c.Items {
-			it := it
-			fns = append(fns, func() {
-				for _, p := range it.Patterns {
-					w.str(p)
-				}
-				w.stmts(it.Stmts, nil)
-			})
-		}
-		w.branches(true, fns...)
+		w.caseClause(c)
 	case *syntax.FuncDecl:
-		name := ""
-		if c.Name != nil {
-			name = c.Name.Value
-		}
-		if w.funcs == nil {
-			w.funcs = map[string]*syntax.Stmt{}
-		}
-		if name != "" {
-			w.funcs[name] = c.Body
-		}
-		// The body counts even if the function is never called; its
-		// arguments are unknown here.
-		w.scoped(func() {
-			pos, known := w.pos, w.posKnown
-			w.pos, w.posKnown = nil, false
-			w.defWalk++
-			w.stmt(c.Body, nil, nil)
-			w.defWalk--
-			w.pos, w.posKnown = pos, known
-		})
+		w.funcDecl(c)
 	case *syntax.ArithmCmd:
 		w.arith(c.X)
 	case *syntax.TestClause:
@@ -361,6 +296,89 @@ func (w *walker) stmt(s *syntax.Stmt, stdin, capture *input) {
 	case *syntax.TestDecl:
 		w.scoped(func() { w.stmt(c.Body, nil, nil) })
 	}
+}
+
+// binary walks a && b, a || b and a pipe. Each side of a pipe runs in a
+// subshell; the left side's output is the right side's input.
+func (w *walker) binary(c *syntax.BinaryCmd, stdin, capture *input) {
+	switch c.Op {
+	case syntax.Pipe, syntax.PipeAll:
+		var out input
+		w.scoped(func() { w.stmt(c.X, stdin, &out) })
+		if !out.known {
+			out.unseen = !downloads(c.X)
+		}
+		w.scoped(func() { w.stmt(c.Y, &out, capture) })
+	default:
+		w.stmt(c.X, stdin, nil)
+		w.branches(true, func() { w.stmt(c.Y, stdin, capture) })
+	}
+}
+
+// ifClause walks the condition, then each branch as one that may run.
+func (w *walker) ifClause(c *syntax.IfClause) {
+	w.stmts(c.Cond, nil)
+	fns := []func(){func() { w.stmts(c.Then, nil) }}
+	mayNone := true
+	for e := c.Else; e != nil; e = e.Else {
+		if len(e.Cond) == 0 {
+			mayNone = false
+		}
+		fns = append(fns, func() { w.stmts(e.Cond, nil); w.stmts(e.Then, nil) })
+	}
+	w.branches(mayNone, fns...)
+}
+
+// forClause walks a loop over words all known once for each, in order
+// (the write it names is the one that runs first); any other loop's body
+// as one that may run.
+func (w *walker) forClause(c *syntax.ForClause) {
+	name, items := w.loop(c.Loop)
+	if items == nil {
+		w.branches(true, func() { w.stmts(c.Do, nil) })
+		return
+	}
+	for _, it := range items {
+		w.setVar(name, value{s: it, known: true})
+		w.stmts(c.Do, nil)
+		if w.done {
+			return
+		}
+	}
+}
+
+// caseClause walks each item as a branch that may run.
+func (w *walker) caseClause(c *syntax.CaseClause) {
+	w.str(c.Word)
+	var fns []func()
+	for _, it := range c.Items {
+		fns = append(fns, func() {
+			for _, p := range it.Patterns {
+				w.str(p)
+			}
+			w.stmts(it.Stmts, nil)
+		})
+	}
+	w.branches(true, fns...)
+}
+
+// funcDecl records a function for its calls. The body counts even if the
+// function is never called; its arguments are unknown here.
+func (w *walker) funcDecl(c *syntax.FuncDecl) {
+	if w.funcs == nil {
+		w.funcs = map[string]*syntax.Stmt{}
+	}
+	if c.Name != nil && c.Name.Value != "" {
+		w.funcs[c.Name.Value] = c.Body
+	}
+	w.scoped(func() {
+		pos, known := w.pos, w.posKnown
+		w.pos, w.posKnown = nil, false
+		w.defWalk++
+		w.stmt(c.Body, nil, nil)
+		w.defWalk--
+		w.pos, w.posKnown = pos, known
+	})
 }
 
 // scoped runs fn in a subshell: its variables do not outlive it. The
