@@ -41,38 +41,9 @@ func (s *Spool) SubmitBatch(specs []*Spec) ([]string, error) {
 	// poller's bookkeeping of os.File (which os.Root adds to each open)
 	// is not paid 20,000 times.
 	dfd := int(rd.Fd())
-	seen := make(map[string]bool, len(specs))
-	for i, sp := range specs {
-		if err := sp.Validate(); err != nil {
-			return nil, fmt.Errorf("spec %d: %w", i+1, err)
-		}
-		if sp.ID == "" {
-			sp.ID = NewJobID(now)
-		}
-		if sp.Created == 0 {
-			sp.Created = Stamp(now)
-		}
-		if seen[sp.ID] {
-			return nil, fmt.Errorf("spec %d: job %s: twice in the batch", i+1, sp.ID)
-		}
-		seen[sp.ID] = true
-		for _, ext := range stateExts {
-			var st unix.Stat_t
-			if err := unix.Fstatat(dfd, sp.ID+ext, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil {
-				return nil, fmt.Errorf("spec %d: job %s: already exists (%s)", i+1, sp.ID, s.Path(sp.ID+ext))
-			}
-		}
-	}
-	if err := s.Floor.Check(s.Dir); err != nil {
+	docs, err := s.checkBatch(dfd, specs, now)
+	if err != nil {
 		return nil, err
-	}
-	docs := make([][]byte, len(specs))
-	for i, sp := range specs {
-		b, err := json.Marshal(sp)
-		if err != nil {
-			return nil, err
-		}
-		docs[i] = append(b, '\n')
 	}
 	undo := func(n int) {
 		for _, sp := range specs[:n] {
@@ -116,6 +87,47 @@ func (s *Spool) SubmitBatch(specs []*Spec) ([]string, error) {
 		return ids, fmt.Errorf("making the markers durable: %w", err)
 	}
 	return ids, nil
+}
+
+// checkBatch checks every spec of a batch before anything is written
+// (valid, its id fresh, once in the batch, no job of that id in the tree,
+// the free-space floor), fills in the ids and stamps left out, and
+// returns the documents to write.
+func (s *Spool) checkBatch(dfd int, specs []*Spec, now time.Time) ([][]byte, error) {
+	seen := make(map[string]bool, len(specs))
+	for i, sp := range specs {
+		if err := sp.Validate(); err != nil {
+			return nil, fmt.Errorf("spec %d: %w", i+1, err)
+		}
+		if sp.ID == "" {
+			sp.ID = NewJobID(now)
+		}
+		if sp.Created == 0 {
+			sp.Created = Stamp(now)
+		}
+		if seen[sp.ID] {
+			return nil, fmt.Errorf("spec %d: job %s: twice in the batch", i+1, sp.ID)
+		}
+		seen[sp.ID] = true
+		for _, ext := range stateExts {
+			var st unix.Stat_t
+			if err := unix.Fstatat(dfd, sp.ID+ext, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil {
+				return nil, fmt.Errorf("spec %d: job %s: already exists (%s)", i+1, sp.ID, s.Path(sp.ID+ext))
+			}
+		}
+	}
+	if err := s.Floor.Check(s.Dir); err != nil {
+		return nil, err
+	}
+	docs := make([][]byte, len(specs))
+	for i, sp := range specs {
+		b, err := json.Marshal(sp)
+		if err != nil {
+			return nil, err
+		}
+		docs[i] = append(b, '\n')
+	}
+	return docs, nil
 }
 
 // writeAt replaces name in the directory dfd with data, atomically (a new

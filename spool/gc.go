@@ -37,90 +37,107 @@ func (s *Spool) GC(opt GCOptions, report func(name string)) error {
 	if opt.Now.IsZero() {
 		opt.Now = time.Now()
 	}
-	cutoff := opt.Now.Add(-opt.Older)
 	jobs, _, err := s.Scan()
 	if err != nil {
 		return err
 	}
-	var errs []error
-	remove := func(name string) bool {
-		if opt.DryRun {
-			report(name)
-			return true
-		}
-		if err := removeName(s.root, name); err != nil {
-			errs = append(errs, err)
-			return false
-		}
-		report(name)
-		return true
-	}
-	live := map[string]bool{}
+	g := &collection{s: s, dry: opt.DryRun, report: report, cutoff: opt.Now.Add(-opt.Older), live: map[string]bool{}}
 	for _, job := range SortedIDs(jobs) {
-		f := jobs[job]
-		st, ok := f.State()
-		if !ok {
-			// Only events, a log or a cancel request: what a collection
-			// that stopped half-way left. They go once all are old.
-			var names []string
-			for _, ext := range []string{ExtEvents, ExtLog, ExtCancel} {
-				if f&extBit[ext] != 0 {
-					names = append(names, job+ext)
-				}
-			}
-			if s.allOlder(names, cutoff) {
-				for _, n := range names {
-					remove(n)
-				}
-			}
-			continue
-		}
-		if !st.Final() {
-			// A live job's chat keeps its progress and answer.
-			if chat := s.chatOf(job, st); chat != "" {
-				live[chat] = true
-			}
-			continue
-		}
-		if f&(HasReady|HasRunning) != 0 || f.States() > 1 {
-			continue
-		}
-		fi, err := s.root.Lstat(job + st.Ext())
-		if err != nil || fi.ModTime().After(cutoff) {
-			continue
-		}
-		ok = true
-		for _, ext := range []string{ExtSpec, st.Ext(), ExtEvents, ExtLog, ExtCancel} {
-			if f&extBit[ext] != 0 && ok {
-				ok = remove(job + ext)
-			}
-		}
+		g.job(job, jobs[job])
 	}
-	if !opt.DryRun {
+	if !g.dry {
 		if err := syncDir(s.root); err != nil {
-			errs = append(errs, err)
+			g.errs = append(g.errs, err)
 		}
 	}
 	progress, _ := s.readDirNames(ProgressDir)
 	for _, chat := range progress {
-		if !ValidID(chat) || live[chat] {
+		if !ValidID(chat) || g.live[chat] {
 			continue
 		}
 		name := ProgressPath(chat)
-		if fi, err := s.root.Lstat(name); err == nil && !fi.IsDir() && fi.ModTime().Before(cutoff) {
-			remove(name)
+		if fi, err := s.root.Lstat(name); err == nil && !fi.IsDir() && fi.ModTime().Before(g.cutoff) {
+			g.remove(name)
 		}
 	}
 	chats, _ := s.readDirNames(ChatsDir)
 	for _, chat := range chats {
-		if !ValidID(chat) || live[chat] {
+		if !ValidID(chat) || g.live[chat] {
 			continue
 		}
-		if err := s.gcChat(chat, cutoff, opt.DryRun, report); err != nil {
-			errs = append(errs, err)
+		if err := s.gcChat(chat, g.cutoff, g.dry, report); err != nil {
+			g.errs = append(g.errs, err)
 		}
 	}
-	return errors.Join(errs...)
+	return errors.Join(g.errs...)
+}
+
+// collection is one run of GC.
+type collection struct {
+	s      *Spool
+	dry    bool
+	report func(name string)
+	cutoff time.Time
+	live   map[string]bool // chats of live jobs: their progress and answers stay
+	errs   []error
+}
+
+// remove removes name (or only reports it, dry) and says whether it did.
+func (g *collection) remove(name string) bool {
+	if !g.dry {
+		if err := removeName(g.s.root, name); err != nil {
+			g.errs = append(g.errs, err)
+			return false
+		}
+	}
+	g.report(name)
+	return true
+}
+
+// job collects one job's files: all of an ended job whose state is older
+// than the cutoff (spec, state, events, log, cancel, in that order,
+// stopping at the first that cannot be removed); the leftovers of a
+// collection that stopped half-way once all are old; nothing of a live
+// job, whose chat it marks live.
+func (g *collection) job(job string, f Files) {
+	s := g.s
+	st, ok := f.State()
+	if !ok {
+		// Only events, a log or a cancel request: what a collection
+		// that stopped half-way left. They go once all are old.
+		var names []string
+		for _, ext := range []string{ExtEvents, ExtLog, ExtCancel} {
+			if f&extBit[ext] != 0 {
+				names = append(names, job+ext)
+			}
+		}
+		if s.allOlder(names, g.cutoff) {
+			for _, n := range names {
+				g.remove(n)
+			}
+		}
+		return
+	}
+	if !st.Final() {
+		// A live job's chat keeps its progress and answer.
+		if chat := s.chatOf(job, st); chat != "" {
+			g.live[chat] = true
+		}
+		return
+	}
+	if f&(HasReady|HasRunning) != 0 || f.States() > 1 {
+		return
+	}
+	fi, err := s.root.Lstat(job + st.Ext())
+	if err != nil || fi.ModTime().After(g.cutoff) {
+		return
+	}
+	ok = true
+	for _, ext := range []string{ExtSpec, st.Ext(), ExtEvents, ExtLog, ExtCancel} {
+		if f&extBit[ext] != 0 && ok {
+			ok = g.remove(job + ext)
+		}
+	}
 }
 
 // chatOf returns the chat a live job names, from its lease or its spec.

@@ -222,14 +222,14 @@ func (d *Daemon) cancelQueued(job string) {
 }
 
 // endUnstarted ends a job this daemon claimed and will not run (refused,
-// or cancelled while queued): the end event, then the result; then, if
-// the chat is free, its progress. A result that cannot be written (a full
+// or cancelled while queued): the end event, then the result, then the
+// chat's progress (noteProgress). A result that cannot be written (a full
 // disk) queues the job again a second later: the claim is ours and nothing
 // heartbeats it, so left so, no one would ever end the job (a recoverer
 // takes our lease for a live one). It reports whether the job ended.
 func (d *Daemon) endUnstarted(lease *spool.Lease, chat string, st spool.State, text, why string, e *logrus.Entry) bool {
 	job := lease.Job
-	end, _ := d.s.AppendEvent(job, spool.Event{Type: spool.EventEnd, Text: text, State: st, Worker: d.cfg.Worker, Attempt: lease.Attempt})
+	d.s.AppendEvent(job, spool.Event{Type: spool.EventEnd, Text: text, State: st, Worker: d.cfg.Worker, Attempt: lease.Attempt})
 	res := &spool.Result{Job: job, Chat: chat, State: st, Attempt: lease.Attempt, First: lease.First, Worker: d.cfg.Worker, Started: lease.Claimed}
 	res.Errorf("%s", why)
 	if err := d.s.Finish(res); err != nil {
@@ -238,18 +238,7 @@ func (d *Daemon) endUnstarted(lease *spool.Lease, chat string, st spool.State, t
 		return false
 	}
 	d.cfg.Metrics.EndedUnstarted(string(st))
-	if chat == "" {
-		return true
-	}
-	if f, ok, err := d.s.LockChat(chat); err == nil && ok {
-		p := &spool.Progress{Job: job, Chat: chat, Started: lease.Claimed, Attempt: lease.Attempt, Worker: d.cfg.Worker}
-		if end.Seq > 0 {
-			p.Add(end)
-		}
-		p.State, p.Done, p.Error = st, true, res.Error
-		d.s.WriteProgress(p)
-		f.Close()
-	}
+	d.noteProgress(lease, chat, st, res.Error)
 	return true
 }
 

@@ -166,7 +166,8 @@ func (d *Daemon) recoverJob(job string, l *spool.Lease, fi fs.FileInfo) {
 		}
 		d.cfg.Metrics.Recovered("requeued")
 		text := fmt.Sprintf("worker %s died; queued again (attempt %d of %d) in %v", who, l.Tries()+1, max, wait)
-		d.note(job, chat, spool.Event{Type: spool.EventWorker, Text: text, Attempt: l.Attempt}, spool.Queued, nil)
+		d.s.AppendEvent(job, spool.Event{Type: spool.EventWorker, Text: text, Worker: d.cfg.Worker, Attempt: l.Attempt})
+		d.noteProgress(l, chat, spool.Queued, nil)
 		e.WithField("backoff", wait.String()).Info("recovered: " + text)
 		return
 	}
@@ -185,32 +186,39 @@ func (d *Daemon) recoverJob(job string, l *spool.Lease, fi fs.FileInfo) {
 		e.WithError(err).Error("cannot write the result")
 		return
 	}
-	d.note(job, chat, spool.Event{}, spool.Failed, &why)
+	d.noteProgress(l, chat, spool.Failed, &why)
 	d.cfg.Metrics.Recovered("failed")
 	d.cfg.Metrics.EndedUnstarted(string(spool.Failed))
 	e.Info("recovered: " + why + "; ended failed")
 }
 
-// note brings the chat's progress up to date for a job this daemon does not
-// run (recovered, or ended): only if the document is that job's, since a
-// later job of the chat owns it otherwise.
-func (d *Daemon) note(job, chat string, ev spool.Event, st spool.State, errText *string) {
-	if ev.Type != "" {
-		ev.Worker = d.cfg.Worker
-		if _, err := d.s.AppendEvent(job, ev); err != nil {
-			return
-		}
-	}
+// noteProgress writes the chat's progress for a job this daemon does not
+// run: refused, cancelled while queued, or recovered (queued again, or
+// ended). It is the one way such a job's progress is written: the job's
+// events folded into the document, its state st and, when st is final,
+// done with errText. The chat's document is left alone while another job
+// owns it: a job of the chat runs here (its lock is held), or the
+// document is of a job claimed after this one.
+func (d *Daemon) noteProgress(l *spool.Lease, chat string, st spool.State, errText *string) {
 	if !spool.ValidID(chat) {
 		return
 	}
-	p, err := d.s.ReadProgress(chat)
-	if err != nil || p.Job != job {
+	f, ok, err := d.s.LockChat(chat)
+	if err != nil || !ok {
 		return
 	}
-	d.s.NewEventReader(job).Each(p.Add)
-	p.State = st
-	p.Question = nil
+	defer f.Close()
+	p, err := d.s.ReadProgress(chat)
+	switch {
+	case err == nil && p.Job == l.Job:
+		// This job's document, brought up to date.
+	case err == nil && p.Started > l.Claimed:
+		return // a later job's
+	default:
+		p = &spool.Progress{Job: l.Job, Chat: chat, Started: l.Claimed, Attempt: l.Attempt, Worker: d.cfg.Worker}
+	}
+	d.s.NewEventReader(l.Job).Each(p.Add)
+	p.State, p.Question = st, nil
 	if st.Final() {
 		p.Done, p.Error = true, errText
 	}

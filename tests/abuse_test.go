@@ -28,7 +28,7 @@ import (
 
 // abuseServe starts `watchd serve` on a free loopback port and returns its
 // address.
-func abuseServe(t *testing.T, dir string, args ...string) (*relProc, string) {
+func abuseServe(t *testing.T, dir string, args ...string) (*proc, string) {
 	t.Helper()
 	addrFile := filepath.Join(t.TempDir(), "addr")
 	p := relStart(t, "watchd", append([]string{"serve", "--spool", dir, "--listen", "127.0.0.1:0", "--addr-file", addrFile, "--log-level", "warn"}, args...)...)
@@ -81,7 +81,7 @@ func abuseRSS(t *testing.T, pid int) float64 {
 }
 
 // abuseAlive checks that the server answers a fresh request at once.
-func abuseAlive(t *testing.T, p *relProc, addr, when string) {
+func abuseAlive(t *testing.T, p *proc, addr, when string) {
 	t.Helper()
 	if !p.alive() {
 		t.Fatalf("watchd serve died %s: %v", when, p.err)

@@ -189,7 +189,7 @@ func TestDiskFull(t *testing.T) {
 	diskNothingHalf(t, s)
 	// A claim that cannot write its lease is tried again later, not in a
 	// loop: one log line per thing that happened, never one per spin.
-	for _, p := range []*relProc{a, b} {
+	for _, p := range []*proc{a, b} {
 		n := strings.Count(p.logText(), "no space left")
 		t.Logf("spoold %d: %d log lines about the full disk", p.cmd.Process.Pid, n)
 		if n > 20 {

@@ -19,7 +19,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -103,53 +102,10 @@ func (n *opsNotify) index(want string) int {
 	return -1
 }
 
-// opsProc is a daemon started by a test, its output kept in a file that is
-// shown when the test fails.
-type opsProc struct {
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
-	err  error
-}
-
-func opsStart(t *testing.T, env []string, name string, args ...string) *opsProc {
+// opsStart starts name with env added to the test's environment.
+func opsStart(t *testing.T, env []string, name string, args ...string) *proc {
 	t.Helper()
-	logf, err := os.CreateTemp(t.TempDir(), name+"-*.log")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin(name), args...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	logf.Close()
-	p := &opsProc{cmd: cmd, log: logf.Name(), done: make(chan struct{})}
-	go func() { p.err = cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGKILL)
-		<-p.done
-		if t.Failed() {
-			b, _ := os.ReadFile(p.log)
-			t.Logf("%s %q log:\n%s", name, args, lastLines(b, 40))
-		}
-	})
-	return p
-}
-
-// stop sends SIGTERM and waits for an exit 0.
-func (p *opsProc) stop(t *testing.T, within time.Duration) {
-	t.Helper()
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(within):
-		t.Fatalf("%s did not exit within %v of SIGTERM", p.cmd.Path, within)
-	}
-	if p.err != nil {
-		t.Fatalf("%s exited with %v after SIGTERM; want 0", p.cmd.Path, p.err)
-	}
+	return startProc(t, append(os.Environ(), env...), name, args...)
 }
 
 // opsServeWatchd starts watchd serve on dir at a free loopback port and

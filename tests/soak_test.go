@@ -24,89 +24,20 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/vmspool/vmspool/spool"
 )
 
-// relProc is one daemon started by a reliability test, its output in a
-// file that is printed (its tail) if the test fails.
-type relProc struct {
-	cmd   *exec.Cmd
-	log   string
-	done  chan struct{}
-	err   error
-	quiet bool // no log on failure (a daemon the soak killed on purpose)
-}
-
-func relStart(t testing.TB, name string, args ...string) *relProc {
+func relStart(t testing.TB, name string, args ...string) *proc {
 	t.Helper()
-	return relStartEnv(t, raceEnv(), name, args...)
+	return startProc(t, raceEnv(), name, args...)
 }
 
-func relStartEnv(t testing.TB, env []string, name string, args ...string) *relProc {
+func relStartEnv(t testing.TB, env []string, name string, args ...string) *proc {
 	t.Helper()
-	logf, err := os.CreateTemp(t.TempDir(), name+"-*.log")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin(name), args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = env
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	logf.Close()
-	p := &relProc{cmd: cmd, log: logf.Name(), done: make(chan struct{})}
-	go func() { p.err = cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		p.kill()
-		if t.Failed() && !p.quiet {
-			b, _ := os.ReadFile(p.log)
-			if len(b) > 6000 {
-				b = b[len(b)-6000:]
-			}
-			t.Logf("%s %d log (tail):\n%s", name, cmd.Process.Pid, b)
-		}
-	})
-	return p
-}
-
-// kill sends SIGKILL and reaps the process (a zombie would still look
-// alive to a recoverer).
-func (p *relProc) kill() {
-	p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-}
-
-func (p *relProc) alive() bool {
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
-	}
-}
-
-// stop sends SIGTERM and waits for an exit 0.
-func (p *relProc) stop(t testing.TB, within time.Duration) {
-	t.Helper()
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(within):
-		t.Fatalf("%s did not exit within %v of SIGTERM", p.cmd.Path, within)
-	}
-	if p.err != nil {
-		t.Fatalf("%s exited with %v", p.cmd.Path, p.err)
-	}
-}
-
-func (p *relProc) logText() string {
-	b, _ := os.ReadFile(p.log)
-	return string(b)
+	return startProc(t, env, name, args...)
 }
 
 // soakDuration reads SOAK: a Go duration, 60s when unset; 0 or "off" skip.
@@ -436,7 +367,7 @@ func TestSoak(t *testing.T) {
 	daemonArgs := []string{"--spool", dir, "--workers", "4", "--lease", "2s", "--kill-grace", "2s",
 		"--rescan", "5s", "--metrics-file", "off"}
 	var dmu sync.Mutex
-	daemons := make([]*relProc, 3)
+	daemons := make([]*proc, 3)
 	for i := range daemons {
 		daemons[i] = relStart(t, "spoold", daemonArgs...)
 	}

@@ -31,88 +31,10 @@ func spooldEnv() []string {
 	return append(raceEnv(), "SPOOLD_TEST_SECRET=1")
 }
 
-// spooldProc is one running spoold.
-type spooldProc struct {
-	t    testing.TB
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
-	err  error
-}
-
-// spooldStart starts spoold on dir with args; its log goes to a file that
-// is printed if the test fails.
-func spooldStart(t testing.TB, dir string, args ...string) *spooldProc {
+// spooldStart starts spoold on dir with args.
+func spooldStart(t testing.TB, dir string, args ...string) *proc {
 	t.Helper()
-	logf, err := os.CreateTemp(t.TempDir(), "spoold-*.log")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin("spoold"), append([]string{"--spool", dir}, args...)...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = spooldEnv()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	logf.Close()
-	p := &spooldProc{t: t, cmd: cmd, log: logf.Name(), done: make(chan struct{})}
-	go func() { p.err = cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		p.quit()
-		if t.Failed() {
-			b, _ := os.ReadFile(p.log)
-			if len(b) > 20000 {
-				b = b[len(b)-20000:]
-			}
-			t.Logf("spoold %d log:\n%s", cmd.Process.Pid, b)
-		}
-	})
-	return p
-}
-
-// kill9 kills spoold with SIGKILL and reaps it (a zombie's pid would still
-// look alive to a recoverer).
-func (p *spooldProc) kill() {
-	p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-}
-
-// quit stops spoold for good at the end of a test: two signals (stop now,
-// ending its jobs' groups, so no job outlives the test), then SIGKILL if
-// that is not enough.
-func (p *spooldProc) quit() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	time.Sleep(20 * time.Millisecond)
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		p.kill()
-	}
-}
-
-// stop sends SIGTERM and waits for the exit, which must be 0.
-func (p *spooldProc) stop(t testing.TB, within time.Duration) {
-	t.Helper()
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(within):
-		t.Fatalf("spoold did not exit within %v of SIGTERM", within)
-	}
-	if p.err != nil {
-		t.Fatalf("spoold exited with %v", p.err)
-	}
-}
-
-func (p *spooldProc) logText() string {
-	b, _ := os.ReadFile(p.log)
-	return string(b)
+	return startProc(t, spooldEnv(), "spoold", append([]string{"--spool", dir}, args...)...)
 }
 
 // spooldSubmit runs `spool submit` and returns the job id.
@@ -255,7 +177,7 @@ func TestSpooldEveryJobRunsOnce(t *testing.T) {
 	dir := newSpool(t)
 	work := t.TempDir()
 	ran := filepath.Join(work, "ran")
-	var daemons []*spooldProc
+	var daemons []*proc
 	for i := 0; i < 3; i++ {
 		daemons = append(daemons, spooldStart(t, dir, "--workers", "3", "--worker", fmt.Sprintf("w%d", i)))
 	}

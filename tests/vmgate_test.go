@@ -54,48 +54,23 @@ func vmgateWait(t *testing.T, path string) []byte {
 	return nil
 }
 
-func vmgateServe(t *testing.T, spoolDir string, args ...string) (*exec.Cmd, string) {
+func vmgateServe(t *testing.T, spoolDir string, args ...string) *proc {
 	t.Helper()
-	logPath := filepath.Join(t.TempDir(), "vmgate.log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin("vmgate"), append([]string{"serve", "--spool", spoolDir}, args...)...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=0")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-		logf.Close()
-		if t.Failed() {
-			data, _ := os.ReadFile(logPath)
-			t.Logf("vmgate serve log:\n%s", data)
-		}
-	})
+	p := startProc(t, raceEnv(), "vmgate", append([]string{"serve", "--spool", spoolDir}, args...)...)
 	// Ready once the gate's directories exist and the first scan is done;
 	// a request written before then is found by that scan anyway.
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if _, err := os.Stat(filepath.Join(spoolDir, "gate", "in")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("vmgate serve never made gate/in/")
-		}
-	}
-	return cmd, logPath
+	eventually(t, 20*time.Second, 10*time.Millisecond, "vmgate serve to make gate/in/", func() bool {
+		_, err := os.Stat(filepath.Join(spoolDir, "gate", "in"))
+		return err == nil
+	})
+	return p
 }
 
 func TestVmgateServe(t *testing.T) {
 	s := newSpool(t)
 	gate := filepath.Join(s, "gate")
 	fed := filepath.Join(t.TempDir(), "fed")
-	cmd, logPath := vmgateServe(t, s, "--machine", "tee -a "+fed+" | sh -s")
+	p := vmgateServe(t, s, "--machine", "tee -a "+fed+" | sh -s")
 
 	vmgateSubmit(t, gate, "allowed-1", "echo from the machine; git status --short >/dev/null 2>&1; exit 5\n")
 	vmgateSubmit(t, gate, "refused-1", "cd /mnt/project && git add -A && git status --short\n")
@@ -147,21 +122,9 @@ func TestVmgateServe(t *testing.T) {
 	}
 
 	// SIGTERM: a clean exit, 0.
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("vmgate serve after SIGTERM: %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("vmgate serve did not stop on SIGTERM")
-	}
+	p.stop(t, 20*time.Second)
 	// One log line a decision, with its fields.
-	logText, _ := os.ReadFile(logPath)
+	logText := p.logText()
 	var decisions int
 	for _, line := range strings.Split(string(logText), "\n") {
 		var rec map[string]any
@@ -181,16 +144,17 @@ func TestVmgateServe(t *testing.T) {
 
 	// A restarted daemon does not decide again what was decided.
 	before, _ := os.ReadFile(filepath.Join(gate, "out", "refused-1.json"))
-	cmd2, _ := vmgateServe(t, s)
+	p2 := vmgateServe(t, s)
 	vmgateSubmit(t, gate, "after-restart", "git log --oneline -1\n")
 	vmgateWait(t, filepath.Join(gate, "out", "after-restart.json"))
 	after, _ := os.ReadFile(filepath.Join(gate, "out", "refused-1.json"))
 	if string(before) != string(after) {
 		t.Error("the restarted daemon rewrote an old verdict")
 	}
-	cmd2.Process.Signal(syscall.SIGINT)
-	if err := cmd2.Wait(); err != nil {
-		t.Errorf("vmgate serve after SIGINT: %v", err)
+	p2.cmd.Process.Signal(syscall.SIGINT)
+	<-p2.done
+	if p2.err != nil {
+		t.Errorf("vmgate serve after SIGINT: %v", p2.err)
 	}
 }
 

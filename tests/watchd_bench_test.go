@@ -136,11 +136,7 @@ func BenchmarkWatchdSSELatency(b *testing.B) {
 			args = append(args, "--poll", "1s")
 			n, jitter = watchdBenchPollSamples, time.Second
 		}
-		cmd := exec.Command(bin("watchd"), args...)
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
-		defer func() { cmd.Process.Kill(); cmd.Wait() }()
+		startProc(b, raceEnv(), "watchd", args...)
 		addr := watchdBenchAddr(b, addrFile)
 		resp, err := http.Get("http://" + addr + "/chats/bench/events?job=jbench")
 		if err != nil {
@@ -168,25 +164,17 @@ func watchdBenchAddr(b *testing.B, file string) string {
 }
 
 // watchdSSETexts returns a func that returns the text of each next event
-// of an SSE body ("" at its end), without decoding the JSON: the text is
-// the only string field before "event" in a status message.
+// of an SSE body that has one ("" at its end).
 func watchdSSETexts(body io.Reader) func() string {
-	rd := bufio.NewReader(body)
+	r := newSSEReader(body)
 	return func() string {
 		for {
-			line, err := rd.ReadString('\n')
-			if err != nil {
+			ev, ok := r.next()
+			if !ok {
 				return ""
 			}
-			if rest, ok := strings.CutPrefix(line, "data: "); ok {
-				i := strings.Index(rest, `"text":"`)
-				if i < 0 {
-					continue
-				}
-				rest = rest[i+8:]
-				if j := strings.IndexByte(rest, '"'); j >= 0 {
-					return rest[:j]
-				}
+			if t, ok := ev.text(); ok {
+				return t
 			}
 		}
 	}
@@ -237,13 +225,9 @@ func BenchmarkWatchdServe1000(b *testing.B) {
 		}
 	}
 	addrFile := dir + ".addr"
-	cmd := exec.Command(bin("watchd"), "serve", "--spool", dir, "--listen", "127.0.0.1:0", "--addr-file", addrFile, "--log-level", "warn")
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	p := startProc(b, raceEnv(), "watchd", "serve", "--spool", dir, "--listen", "127.0.0.1:0", "--addr-file", addrFile, "--log-level", "warn")
 	addr := watchdBenchAddr(b, addrFile)
-	_, cpu0 := watchdProcStat(b, cmd.Process.Pid)
+	_, cpu0 := watchdProcStat(b, p.cmd.Process.Pid)
 	tr := &http.Transport{MaxConnsPerHost: 0, MaxIdleConnsPerHost: chats * perChat, DisableCompression: true}
 	client := &http.Client{Transport: tr}
 	var wg sync.WaitGroup
@@ -283,7 +267,7 @@ func BenchmarkWatchdServe1000(b *testing.B) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	_, cpu1 := watchdProcStat(b, cmd.Process.Pid)
+	_, cpu1 := watchdProcStat(b, p.cmd.Process.Pid)
 	// Idle: each running job's document is flushed every 5 s, spread out.
 	stop := make(chan struct{})
 	var fw sync.WaitGroup
@@ -303,7 +287,7 @@ func BenchmarkWatchdServe1000(b *testing.B) {
 	}()
 	const idle = 10 * time.Second
 	time.Sleep(idle)
-	rss, cpu2 := watchdProcStat(b, cmd.Process.Pid)
+	rss, cpu2 := watchdProcStat(b, p.cmd.Process.Pid)
 	close(stop)
 	fw.Wait()
 	b.ReportMetric(float64(rss)/(1<<20), "RSS-MB")

@@ -5,7 +5,6 @@ package tests
 // invariant 7 one at a time, serve's streams and resumes, and the demo.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -38,31 +37,7 @@ func TestWatchdScripts(t *testing.T) {
 // the test ends. Its log goes to dir/../spoold.log.
 func watchdSpoold(t *testing.T, dir string, args ...string) {
 	t.Helper()
-	logf, err := os.Create(filepath.Join(filepath.Dir(dir), "spoold.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin("spoold"), append([]string{"--spool", dir, "--workers", "8"}, args...)...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-		logf.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			t.Logf("spoold log:\n%s", lastLines(b, 30))
-		}
-	})
+	startProc(t, raceEnv(), "spoold", append([]string{"--spool", dir, "--workers", "8"}, args...)...)
 	// spoold creates the tree; wait for it.
 	watchdWaitFor(t, "spoold to create the tree", func() bool {
 		_, err := os.Stat(filepath.Join(dir, "progress"))
@@ -446,24 +421,10 @@ func TestWatchdFollowErrors(t *testing.T) {
 
 // watchdServe starts `watchd serve` on a free loopback port and returns its
 // base URL.
-func watchdServe(t *testing.T, dir string, args ...string) (string, *exec.Cmd) {
+func watchdServe(t *testing.T, dir string, args ...string) (string, *proc) {
 	t.Helper()
 	addrFile := filepath.Join(t.TempDir(), "addr")
-	logf, _ := os.Create(filepath.Join(filepath.Dir(dir), "watchd.log"))
-	cmd := exec.Command(bin("watchd"), append([]string{"serve", "--spool", dir, "--listen", "127.0.0.1:0", "--addr-file", addrFile}, args...)...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		logf.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			t.Logf("watchd serve log:\n%s", lastLines(b, 30))
-		}
-	})
+	cmd := startProc(t, raceEnv(), "watchd", append([]string{"serve", "--spool", dir, "--listen", "127.0.0.1:0", "--addr-file", addrFile}, args...)...)
 	var addr []byte
 	watchdWaitFor(t, "watchd serve to listen", func() bool {
 		addr, _ = os.ReadFile(addrFile)
@@ -493,22 +454,14 @@ func watchdStream(t *testing.T, ctx context.Context, url, lastID string) (<-chan
 	go func() {
 		defer close(ch)
 		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		var ev watchdSSE
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case line == "":
-				if ev.event != "" {
-					ch <- ev
-				}
-				ev = watchdSSE{}
-			case strings.HasPrefix(line, "id: "):
-				ev.id = line[4:]
-			case strings.HasPrefix(line, "event: "):
-				ev.event = line[7:]
-			case strings.HasPrefix(line, "data: "):
-				json.Unmarshal([]byte(line[6:]), &ev.data)
+		r := newSSEReader(resp.Body)
+		for {
+			ev, ok := r.next()
+			if !ok {
+				return
+			}
+			if ev.event != "" {
+				ch <- watchdSSE{id: ev.id, event: ev.event, data: ev.decode()}
 			}
 		}
 	}()
@@ -631,24 +584,19 @@ func TestWatchdServeShutdown(t *testing.T) {
 	t.Parallel()
 	dir := newSpool(t)
 	watchdSpoold(t, dir)
-	url, cmd := watchdServe(t, dir)
+	url, p := watchdServe(t, dir)
 	ch, _ := watchdStream(t, t.Context(), url+"/chats/c/events", "")
-	time.Sleep(50 * time.Millisecond)
-	cmd.Process.Signal(syscall.SIGTERM)
+	// The stream is open once its headers came; its first event, once
+	// the server has sent the stream's opening.
+	eventually(t, 10*time.Second, 5*time.Millisecond, "the subscriber to be counted", func() bool {
+		_, body := opsGet(t, url+"/metrics")
+		return opsMetric(body, "vmspool_watchd_subscribers") >= 1
+	})
+	p.stop(t, 10*time.Second)
 	select {
 	case <-ch:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the stream is still open after SIGTERM")
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("watchd serve exited %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("watchd serve did not exit")
 	}
 }
 

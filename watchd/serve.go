@@ -278,29 +278,8 @@ func metricKind(k Kind) string {
 // 204, which tells an EventSource not to reconnect.
 func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	began := spool.Now()
-	chat := chatOf(w, r)
-	if chat == "" {
-		return
-	}
-	q := r.URL.Query()
-	job := q.Get("job")
-	if job != "" {
-		if err := spool.CheckJobID(job); err != nil {
-			httpError(w, http.StatusBadRequest, "watchd: %v", err)
-			return
-		}
-	}
-	lastID := r.Header.Get("Last-Event-ID")
-	if lastID == "" {
-		lastID = q.Get("last")
-	}
-	last, ended, ok := ParseEventID(lastID)
+	chat, job, last, ok := eventsRequest(w, r)
 	if !ok {
-		httpError(w, http.StatusBadRequest, "watchd: Last-Event-ID %q: want a seq like 12 (or 12.end)", lastID)
-		return
-	}
-	if ended {
-		w.WriteHeader(http.StatusNoContent)
 		return
 	}
 	if n := s.subs.Add(1); n > int64(s.cfg.MaxSubscribers) {
@@ -338,16 +317,54 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 		log.WithError(err).Info("subscriber gone before the first event")
 		return
 	}
+	sent, why := s.stream(r.Context(), wt, send)
+	log.WithFields(logrus.Fields{"sent": sent, "followed": wt.Follower().Job(), "why": why}).Info("subscriber disconnected")
+}
+
+// eventsRequest reads what a request for a chat's events asks: the chat,
+// the job (if one), and the last event the client saw. ok is false when
+// it has been answered here (bad input, or a stream already ended: 204).
+func eventsRequest(w http.ResponseWriter, r *http.Request) (chat, job string, last int64, ok bool) {
+	chat = chatOf(w, r)
+	if chat == "" {
+		return "", "", 0, false
+	}
+	q := r.URL.Query()
+	job = q.Get("job")
+	if job != "" {
+		if err := spool.CheckJobID(job); err != nil {
+			httpError(w, http.StatusBadRequest, "watchd: %v", err)
+			return "", "", 0, false
+		}
+	}
+	lastID := r.Header.Get("Last-Event-ID")
+	if lastID == "" {
+		lastID = q.Get("last")
+	}
+	last, ended, ok := ParseEventID(lastID)
+	if !ok {
+		httpError(w, http.StatusBadRequest, "watchd: Last-Event-ID %q: want a seq like 12 (or 12.end)", lastID)
+		return "", "", 0, false
+	}
+	if ended {
+		w.WriteHeader(http.StatusNoContent)
+		return "", "", 0, false
+	}
+	return chat, job, last, true
+}
+
+// stream sends the watcher's events, and a keep-alive comment while none
+// come, until the run ends, the client goes or a write fails; it returns
+// how many events were sent and why it stopped.
+func (s *Server) stream(ctx context.Context, wt *Watcher, send func([]byte) error) (sent int, why string) {
 	keep := time.NewTicker(s.cfg.KeepAlive)
 	defer keep.Stop()
-	sent, why := 0, "run ended"
 	for {
-		out, err := wt.Next(r.Context(), keep.C)
-		if err != nil {
-			if !errors.Is(err, ErrEnded) {
-				why = "client gone or server stopping"
-			}
-			break
+		out, err := wt.Next(ctx, keep.C)
+		if errors.Is(err, ErrEnded) {
+			return sent, "run ended"
+		} else if err != nil {
+			return sent, "client gone or server stopping"
 		}
 		var buf []byte
 		if len(out) == 0 {
@@ -360,9 +377,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		sent += len(out)
 		if err := send(buf); err != nil {
-			why = "write failed: " + err.Error()
-			break
+			return sent, "write failed: " + err.Error()
 		}
 	}
-	log.WithFields(logrus.Fields{"sent": sent, "followed": wt.Follower().Job(), "why": why}).Info("subscriber disconnected")
 }

@@ -59,26 +59,11 @@ func (a *app) ask(args []string) error {
 	if err := spool.CheckChatID(j.chat); err != nil {
 		return cli.Usagef("SPOOL_CHAT: %v", err)
 	}
-	// The watch goes on the chat's directory (a watch on answer.json would
-	// die at its first replacement), before the question is asked, so
-	// that no answer can come between.
-	dir := spool.ChatDir(j.chat)
-	for _, d := range []string{spool.ChatsDir, dir} {
-		if _, err := s.Stat(d); err == nil {
-			continue
-		}
-		if err := s.EnsureDir(d); err != nil {
-			return fmt.Errorf("chat %s: %w", j.chat, err)
-		}
-	}
-	w, err := fsnotify.NewWatcher()
+	w, err := watchChat(s, j.chat)
 	if err != nil {
 		return err
 	}
 	defer w.Close()
-	if err := w.Add(s.Path(dir)); err != nil {
-		return fmt.Errorf("chat %s: watching %s: %w", j.chat, s.Path(dir), err)
-	}
 	qid := "q" + spool.NewJobID(time.Now())
 	if _, err := s.AppendEvent(j.job, spool.Event{Type: spool.EventQuestion, ID: qid, Text: text, Options: opts}); err != nil {
 		return err
@@ -89,20 +74,60 @@ func (a *app) ask(args []string) error {
 		defer t.Stop()
 		deadline = t.C
 	}
+	ans, err := waitAnswer(s, j.chat, qid, w, deadline)
+	if err != nil {
+		if errors.Is(err, errNoAnswer) {
+			return fail(cli.ExitTimeout, "question %s: no answer after %s", qid, timeout.d)
+		}
+		return err
+	}
+	fmt.Fprintln(a.stdout, ans)
+	return nil
+}
+
+// watchChat watches the chat's directory (a watch on answer.json would
+// die at its first replacement), made if missing. It goes on before the
+// question is asked, so that no answer can come between.
+func watchChat(s *spool.Spool, chat string) (*fsnotify.Watcher, error) {
+	dir := spool.ChatDir(chat)
+	for _, d := range []string{spool.ChatsDir, dir} {
+		if _, err := s.Stat(d); err == nil {
+			continue
+		}
+		if err := s.EnsureDir(d); err != nil {
+			return nil, fmt.Errorf("chat %s: %w", chat, err)
+		}
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Add(s.Path(dir)); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("chat %s: watching %s: %w", chat, s.Path(dir), err)
+	}
+	return w, nil
+}
+
+var errNoAnswer = errors.New("no answer")
+
+// waitAnswer waits for the answer to question qid: looked for at each
+// event of the chat's directory, and every askPoll besides (a missed
+// event, a shared filesystem). errNoAnswer: the deadline came first.
+func waitAnswer(s *spool.Spool, chat, qid string, w *fsnotify.Watcher, deadline <-chan time.Time) (string, error) {
 	poll := time.NewTicker(askPoll)
 	defer poll.Stop()
 	for {
-		ans, err := s.ReadAnswer(j.chat)
+		ans, err := s.ReadAnswer(chat)
 		switch {
 		case err == nil && ans.Question == qid:
-			fmt.Fprintln(a.stdout, ans.Answer)
-			return nil
+			return ans.Answer, nil
 		// What is not an answer (a symlink or a FIFO planted there, a
 		// huge file) is waited past like a stale one: `spool answer`
 		// replaces it, and spoold does not take it either.
 		case err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, spool.ErrCorrupt) &&
 			!errors.Is(err, spool.ErrNotRegular) && !errors.Is(err, spool.ErrTooLarge):
-			return err
+			return "", err
 		}
 		for look := false; !look; {
 			select {
@@ -113,7 +138,7 @@ func (a *app) ask(args []string) error {
 			case <-poll.C:
 				look = true
 			case <-deadline:
-				return fail(cli.ExitTimeout, "question %s: no answer after %s", qid, timeout.d)
+				return "", errNoAnswer
 			}
 		}
 	}

@@ -187,44 +187,21 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	// once listening), not the default action.
 	sig := cli.CatchSignals()
 	defer sig.Stop()
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	var c common
-	c.register(fs, "info")
-	var (
-		listen, addrFile, allowHost string
-		maxSubs                     int
-		rescan, wait                time.Duration
-	)
-	fs.StringVar(&listen, "listen", watchd.DefaultListen, "listen on `ADDR` (port 0: any free port)")
-	fs.StringVar(&addrFile, "addr-file", "", "write the address listened on to `FILE` once listening (for scripts that use port 0)")
-	fs.StringVar(&allowHost, "allow-host", "", "also answer requests for these host `NAMES` (comma-separated; a reverse proxy's name; * for any). Loopback names and IP addresses are always answered")
-	fs.IntVar(&maxSubs, "max-subscribers", 4096, "refuse event streams beyond `N` with 503")
-	cli.DurationVar(fs, &rescan, "rescan", 5*time.Second, "inotify mode's safety-net re-read of followed chats every `D`")
-	cli.DurationVar(fs, &wait, "write-wait", watchd.WriteWait, "drop an event stream whose client has not taken a write for `D`")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: watchd serve [--listen ADDR] [--poll D] [--spool DIR]")
-		fs.PrintDefaults()
-	}
-	if err := parse(fs, &c, args, stdout); err != nil {
+	f, err := parseServe(args, stdout)
+	if err != nil {
 		return err
 	}
-	if c.poll < 0 || rescan < 0 || maxSubs < 0 {
-		return cli.Usagef("serve: durations and counts must not be negative")
-	}
-	if wait <= 0 {
-		return cli.Usagef("serve: --write-wait must be positive")
-	}
-	log, s, err := logAndOpen(&c, stderr)
+	log, s, err := logAndOpen(&f.common, stderr)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	hub, err := watchd.NewHub(s, watchd.HubConfig{Poll: c.poll, Rescan: rescan, Log: log})
+	hub, err := watchd.NewHub(s, watchd.HubConfig{Poll: f.poll, Rescan: f.rescan, Log: log})
 	if err != nil {
 		return cli.Failf(cli.ExitFail, "serve: %v", err)
 	}
 	defer hub.Close()
-	ln, err := net.Listen("tcp", listen)
+	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		return cli.Failf(cli.ExitFail, "serve: %v (is another watchd running? pick another --listen)", err)
 	}
@@ -238,24 +215,24 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	go hub.Run(base)
 	svc := ops.NewService(name, true, log)
 	metrics := ops.NewWatchdMetrics(svc.Registry)
-	srv := watchd.NewServer(watchd.ServerConfig{Spool: s, Hub: hub, Log: log, MaxSubscribers: maxSubs, WriteWait: wait, Metrics: metrics})
-	hs := srv.HTTPServer(listen, base)
+	srv := watchd.NewServer(watchd.ServerConfig{Spool: s, Hub: hub, Log: log, MaxSubscribers: f.maxSubs, WriteWait: f.wait, Metrics: metrics})
+	hs := srv.HTTPServer(f.listen, base)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Instrument("metrics", ops.MetricsHandler(svc.Registry)))
 	mux.Handle("/", srv)
 	// Only loopback names, IP addresses and the names of --allow-host:
 	// a page elsewhere cannot read the chats by DNS rebinding.
-	hs.Handler = watchd.GuardHost(mux, strings.Split(allowHost, ","))
+	hs.Handler = watchd.GuardHost(mux, strings.Split(f.allowHost, ","))
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
-	if addrFile != "" {
-		if err := writeAddr(addrFile, addr.String()); err != nil {
+	if f.addrFile != "" {
+		if err := writeAddr(f.addrFile, addr.String()); err != nil {
 			return cli.Failf(cli.ExitFail, "serve: --addr-file: %v", err)
 		}
 	}
 	mode := "inotify"
-	if c.poll > 0 {
-		mode = "poll " + c.poll.String()
+	if f.poll > 0 {
+		mode = "poll " + f.poll.String()
 	}
 	log.WithFields(map[string]any{"addr": addr.String(), "spool": s.Dir, "watch": mode}).Info("listening")
 	// Ready once the address is known and written: a unit ordered after
@@ -280,6 +257,40 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// serveFlags are watchd serve's command line.
+type serveFlags struct {
+	common
+	listen, addrFile, allowHost string
+	maxSubs                     int
+	rescan, wait                time.Duration
+}
+
+func parseServe(args []string, stdout io.Writer) (serveFlags, error) {
+	var f serveFlags
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	f.register(fs, "info")
+	fs.StringVar(&f.listen, "listen", watchd.DefaultListen, "listen on `ADDR` (port 0: any free port)")
+	fs.StringVar(&f.addrFile, "addr-file", "", "write the address listened on to `FILE` once listening (for scripts that use port 0)")
+	fs.StringVar(&f.allowHost, "allow-host", "", "also answer requests for these host `NAMES` (comma-separated; a reverse proxy's name; * for any). Loopback names and IP addresses are always answered")
+	fs.IntVar(&f.maxSubs, "max-subscribers", 4096, "refuse event streams beyond `N` with 503")
+	cli.DurationVar(fs, &f.rescan, "rescan", 5*time.Second, "inotify mode's safety-net re-read of followed chats every `D`")
+	cli.DurationVar(fs, &f.wait, "write-wait", watchd.WriteWait, "drop an event stream whose client has not taken a write for `D`")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: watchd serve [--listen ADDR] [--poll D] [--spool DIR]")
+		fs.PrintDefaults()
+	}
+	if err := parse(fs, &f.common, args, stdout); err != nil {
+		return f, err
+	}
+	if f.poll < 0 || f.rescan < 0 || f.maxSubs < 0 {
+		return f, cli.Usagef("serve: durations and counts must not be negative")
+	}
+	if f.wait <= 0 {
+		return f, cli.Usagef("serve: --write-wait must be positive")
+	}
+	return f, nil
 }
 
 // writeAddr writes the address atomically, so a script polling for the
