@@ -4,11 +4,9 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/vmspool/vmspool/spool"
 )
 
@@ -69,14 +67,6 @@ func waitEnd(t testing.TB, s *spool.Spool, job string, within, every time.Durati
 		t.Fatal(err)
 	}
 	return r
-}
-
-// scriptSpool is the Setup of the txtar stories: an empty spool in the
-// script's work directory, named by SPOOL_DIR as an operator's would be.
-func scriptSpool(env *testscript.Env) error {
-	dir := filepath.Join(env.WorkDir, "spool")
-	env.Setenv("SPOOL_DIR", dir)
-	return os.Mkdir(dir, 0o750)
 }
 
 // exitCode is a finished command's exit status: 0 for no error, -1 when it

@@ -16,31 +16,9 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
-	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/vmspool/vmspool/spool"
 )
 
-// The operator's stories of the spool command, as txtar scripts.
-func TestSpoolScripts(t *testing.T) {
-	testscript.Run(t, testscript.Params{
-		Dir:   "testdata/spool",
-		Setup: scriptSpool,
-		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			// age D FILE...: set the files' mtime D in the past (D may be negative: the future).
-			"age": func(ts *testscript.TestScript, neg bool, args []string) {
-				if len(args) < 2 {
-					ts.Fatalf("usage: age DURATION FILE...")
-				}
-				d, err := time.ParseDuration(args[0])
-				ts.Check(err)
-				tm := time.Now().Add(-d)
-				for _, f := range args[1:] {
-					ts.Check(os.Chtimes(ts.MkAbs(f), tm, tm))
-				}
-			},
-		},
-	})
-}
 
 // spoolcliRun runs the real spool binary with env added to a clean
 // environment, and returns its exit code, stdout and stderr.

@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,7 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/vmspool/vmspool/spool"
 )
 
@@ -125,50 +123,6 @@ func spooldHasEvent(evs []spool.Event, typ, text string) bool {
 	return false
 }
 
-// TestSpooldScripts runs the operator's stories in testdata/spoold: the
-// real spoold in the background, spool and sh in the foreground, the tree
-// checked with ls, cat and grep.
-func TestSpooldScripts(t *testing.T) {
-	testscript.Run(t, testscript.Params{
-		Dir: "testdata/spoold",
-		Setup: func(env *testscript.Env) error {
-			env.Setenv("GORACE", "atexit_sleep_ms=0")
-			return scriptSpool(env)
-		},
-		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			// waitstate JOB STATE: wait (up to 20s) for the job's state.
-			"waitstate": func(ts *testscript.TestScript, neg bool, args []string) {
-				if len(args) != 2 {
-					ts.Fatalf("usage: waitstate JOB STATE")
-				}
-				s, err := spool.Open(ts.Getenv("SPOOL_DIR"))
-				ts.Check(err)
-				defer s.Close()
-				var st spool.State
-				for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-					if st, _ = s.State(args[0]); string(st) == args[1] {
-						return
-					}
-				}
-				ts.Fatalf("job %s is %q, not %s, after 20s", args[0], st, args[1])
-			},
-			// waitgrep REGEXP FILE: wait (up to 20s) for a line of FILE to match.
-			"waitgrep": func(ts *testscript.TestScript, neg bool, args []string) {
-				if len(args) != 2 {
-					ts.Fatalf("usage: waitgrep REGEXP FILE")
-				}
-				re, err := regexp.Compile(args[0])
-				ts.Check(err)
-				for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-					if b, err := os.ReadFile(ts.MkAbs(args[1])); err == nil && re.Match(b) {
-						return
-					}
-				}
-				ts.Fatalf("no %q in %s after 20s", args[0], args[1])
-			},
-		},
-	})
-}
 
 // TestSpooldEveryJobRunsOnce: 300 jobs, half from `spool submit` and half
 // from the hand snippet, across 3 daemons: each runs exactly once, each

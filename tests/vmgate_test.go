@@ -14,21 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/vmspool/vmspool/vmgate"
 )
 
-func TestVmgateScripts(t *testing.T) {
-	testscript.Run(t, testscript.Params{
-		Dir: filepath.Join("testdata", "vmgate"),
-		Setup: func(env *testscript.Env) error {
-			env.Setenv("PATH", binDir+string(os.PathListSeparator)+env.Getenv("PATH"))
-			env.Setenv("GORACE", "atexit_sleep_ms=0")
-			return nil
-		},
-	})
-}
 
 // vmgateSubmit writes a request as the agent's side must: a dot-named
 // temporary renamed into gate/in/.

@@ -21,17 +21,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/vmspool/vmspool/spool"
 )
 
-// TestWatchdScripts runs the operator's stories of testdata/watchd.
-func TestWatchdScripts(t *testing.T) {
-	testscript.Run(t, testscript.Params{
-		Dir:   "testdata/watchd",
-		Setup: scriptSpool,
-	})
-}
 
 // watchdSpoold starts spoold on dir and stops it (SIGTERM, then -9) when
 // the test ends. Its log goes to dir/../spoold.log.
