@@ -19,7 +19,6 @@ import (
 	"github.com/vmspool/vmspool/spool"
 )
 
-
 // spoolcliRun runs the real spool binary with env added to a clean
 // environment, and returns its exit code, stdout and stderr.
 func spoolcliRun(t testing.TB, env []string, args ...string) (int, string, string) {

@@ -123,7 +123,6 @@ func spooldHasEvent(evs []spool.Event, typ, text string) bool {
 	return false
 }
 
-
 // TestSpooldEveryJobRunsOnce: 300 jobs, half from `spool submit` and half
 // from the hand snippet, across 3 daemons: each runs exactly once, each
 // ends in exactly one final state, and two jobs of one chat never overlap.

@@ -14,10 +14,8 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/vmspool/vmspool/vmgate"
 )
-
 
 // vmgateSubmit writes a request as the agent's side must: a dot-named
 // temporary renamed into gate/in/.

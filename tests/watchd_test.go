@@ -24,7 +24,6 @@ import (
 	"github.com/vmspool/vmspool/spool"
 )
 
-
 // watchdSpoold starts spoold on dir and stops it (SIGTERM, then -9) when
 // the test ends. Its log goes to dir/../spoold.log.
 func watchdSpoold(t *testing.T, dir string, args ...string) {
