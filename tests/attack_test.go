@@ -526,7 +526,12 @@ func TestAttackCraftedProgress(t *testing.T) {
 		c := attackStream(t, addr, "/chats/crafted/events?job=J")
 		conns = append(conns, c)
 	}
-	time.Sleep(time.Second)
+	// Measured once all ten streams are served (each has read the
+	// document).
+	eventually(t, 20*time.Second, 20*time.Millisecond, "ten subscribers", func() bool {
+		_, body := opsGet(t, "http://"+addr+"/metrics")
+		return opsMetric(body, "vmspool_watchd_subscribers") >= 10
+	})
 	if rss := abuseRSS(t, p.cmd.Process.Pid); rss > 400 {
 		t.Errorf("watchd holds %.0f MB with 10 subscribers of the crafted document", rss)
 	}

@@ -431,7 +431,7 @@ func TestSpooldQuestion(t *testing.T) {
 	if err := s.WriteAnswer("q", &spool.Answer{Job: job, Question: "not-" + p.Question.ID, Answer: "stale"}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // a window in which it must not be taken
 	if p2 := spooldProgress(t, s, "q"); p2.State != spool.Waiting || p2.Question == nil {
 		t.Fatalf("a stale answer was taken: %+v", p2)
 	}
@@ -590,7 +590,11 @@ func TestSpooldShutdown(t *testing.T) {
 		return st == spool.Running
 	})
 	d2.cmd.Process.Signal(syscall.SIGTERM)
-	time.Sleep(200 * time.Millisecond)
+	// The second signal once the first was taken (two of the same sent at
+	// once may reach the process as one).
+	eventually(t, 10*time.Second, 10*time.Millisecond, "the first signal to be taken", func() bool {
+		return strings.Contains(d2.logText(), "stopping after the grace")
+	})
 	began := time.Now()
 	d2.stop(t, 10*time.Second)
 	if took := time.Since(began); took > 5*time.Second {

@@ -287,7 +287,7 @@ func TestWatchdStampGuardWithoutRemoval(t *testing.T) {
 	watchdWaitEnded(t, s, j1)
 	time.Sleep(30 * time.Millisecond) // beyond the 10 ms rounding
 	f := watchdFollow(t, dir, "--chat", "c", "--timeout", "50s")
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // a window in which it must not stop
 	if !f.running() {
 		t.Fatalf("the watcher took the previous run's document: exit %d, said %q", f.code, f.stdout.String())
 	}
@@ -314,14 +314,14 @@ func TestWatchdJobGuard(t *testing.T) {
 	s := watchdOpen(t, dir)
 	const j2 = "01JOBGUARD0000000000000002"
 	f := watchdFollow(t, dir, "--chat", "c", "--job", j2, "--timeout", "50s")
-	time.Sleep(100 * time.Millisecond)
+	watchdWaitWatching(t, f.cmd.Process.Pid)
 	exit := 0
 	stale := &spool.Progress{Job: "01OLDJOB000000000000000001", Chat: "c", Seq: 1, Done: true, State: spool.Done, Exit: &exit,
 		Status: "old news", Events: []spool.Event{{Seq: 1, Type: spool.EventStatus, Text: "old news"}}}
 	if err := s.WriteProgress(stale); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // a window in which it must not stop
 	if !f.running() {
 		t.Fatalf("the watcher took another job's document: exit %d, said %q", f.code, f.stdout.String())
 	}
@@ -344,7 +344,7 @@ func TestWatchdEndedBeforeWatcher(t *testing.T) {
 	s := watchdOpen(t, dir)
 	j := watchdSubmit(t, dir, "c", "sh", "-c", "spool say working; exit 3")
 	watchdWaitEnded(t, s, j)
-	time.Sleep(30 * time.Millisecond)
+	time.Sleep(30 * time.Millisecond) // the follower starts after the run's stamps: the guard's case
 	start := time.Now()
 	f := watchdFollow(t, dir, "--chat", "c", "--job", j, "--json")
 	code, lines := f.wait(t)
