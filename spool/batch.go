@@ -4,7 +4,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"time"
 
@@ -168,11 +170,24 @@ func (s *Spool) syncAll(specs []*Spec, ext string) error {
 		return err
 	}
 	defer d.Close()
-	if err := unix.Syncfs(int(d.Fd())); err == nil {
-		return nil
+	// syncfs makes the whole filesystem durable where the filesystem
+	// implements it. A FUSE filesystem may not (the kernel then returns
+	// success having asked its server nothing, and sshfs is such a one):
+	// there each file and the directory are synced one by one.
+	var st unix.Statfs_t
+	if unix.Fstatfs(int(d.Fd()), &st) == nil && st.Type != unix.FUSE_SUPER_MAGIC {
+		if err := unix.Syncfs(int(d.Fd())); err == nil {
+			return nil
+		}
 	}
 	for _, sp := range specs {
 		f, err := s.root.OpenFile(sp.ID+ext, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+		if errors.Is(err, fs.ErrNotExist) && ext == ExtReady {
+			// Claimed already: the marker is a lease now, which its
+			// claimer made durable; the rename is the directory's,
+			// synced below.
+			continue
+		}
 		if err != nil {
 			return err
 		}
