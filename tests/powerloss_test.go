@@ -210,7 +210,7 @@ func longWorkload(w *plWorld) {
 		return nil
 	})
 	w.wait(w.lastJob())
-	w.submit("q", append([]string{"--"}, plJob(`a=$(spool ask --timeout 20s "Go on?"); echo "answer $a" >> "$PLLOG"`)...)...)
+	w.submit("q", append([]string{"--"}, plJob(`a=$(spool ask --timeout 5s "Go on?"); echo "answer $a" >> "$PLLOG"`)...)...)
 	q := w.lastJob()
 	w.step("answer", func() error {
 		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && !w.fs.Dead(); time.Sleep(10 * time.Millisecond) {
