@@ -13,7 +13,7 @@ FUZZTIME ?= 3s
 # (3.9+; the tools' tests need pydantic, and skip saying so without it).
 PYTHON  ?= python3
 
-.PHONY: all build test unit e2e fmt-check vet fuzz-short fuzz bench bench-peers demo install clean python-test
+.PHONY: all build test unit e2e fmt-check vet fuzz-short fuzz bench bench-peers demo install clean python-test test-deps
 
 all: build
 
@@ -34,6 +34,25 @@ test: fmt-check vet build
 	$(GO) test -race -timeout 14m ./...
 	$(MAKE) python-test
 	$(MAKE) fuzz-short
+
+# What some tests need beyond Go and Python, from Debian's packages, as
+# root (CI runs it); elsewhere it says what is missing, and those tests
+# skip: chromium (the live page's browser test), python3-pydantic (the Open
+# WebUI tools), logrotate (dist/logrotate), openssh-server and sshfs (many
+# hosts over sshfs from a loopback sshd).
+test-deps:
+	@missing=; \
+	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
+	python3 -c 'import pydantic' 2>/dev/null || /usr/bin/python3 -c 'import pydantic' 2>/dev/null || missing="$$missing python3-pydantic"; \
+	command -v logrotate >/dev/null || [ -x /usr/sbin/logrotate ] || missing="$$missing logrotate"; \
+	[ -x /usr/sbin/sshd ] || missing="$$missing openssh-server"; \
+	command -v sshfs >/dev/null || missing="$$missing sshfs"; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "test-deps: installing$$missing"; \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; } || \
+			echo "test-deps: installing$$missing failed: the tests that need them will skip"; \
+	else echo "test-deps:$$missing missing and not root: the tests that need them will skip"; fi
 
 # clients/: the Python client against the real binaries in bin/, then the
 # Open WebUI tools called as Open WebUI calls them.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -32,6 +33,11 @@ type Lease struct {
 	// First is the first attempt of the current budget of attempts: 1, or
 	// the attempt that followed the last `spool requeue`.
 	First int `json:"first_attempt,omitempty"`
+
+	// marker is what the marker held when this lease claimed it, and
+	// markerTime its mtime, so that Unclaim can put it back as it was.
+	marker     []byte
+	markerTime time.Time
 }
 
 // Tries is how many attempts of the current budget this lease's attempt is.
@@ -95,7 +101,15 @@ func (s *Spool) Claim(job string, l Lease) (lease, prev *Lease, err error) {
 		}
 		return nil, nil, fmt.Errorf("job %s: claim: %w", job, err)
 	}
-	m := s.readMarkerContent(job + ExtRunning)
+	raw, mfi, _ := readFile(s.root, job+ExtRunning, MaxDocument)
+	var m marker
+	if len(bytes.TrimSpace(raw)) > 0 {
+		json.Unmarshal(raw, &m)
+	}
+	l.marker = raw
+	if mfi != nil {
+		l.markerTime = mfi.ModTime()
+	}
 	l.Job = job
 	l.Attempt, l.First = m.next()
 	if l.Claimed == 0 {
@@ -189,7 +203,64 @@ func (s *Spool) Requeue(old *Lease, notBefore time.Time) (bool, error) {
 		}
 		return false, fmt.Errorf("job %s: requeue: %w", job, err)
 	}
+	// The check above and the rename are two steps. On a shared
+	// filesystem that stopped answering, a rename already asked for is
+	// carried out when it answers again, maybe long after the check, when
+	// the lease is a new owner's: what was moved is read back, and a lease
+	// that is not old's goes back at once (docs/spoold.md, "Cut off").
+	if cur != nil {
+		if m := s.readMarkerContent(job + ExtReady); !m.Lease.Same(old) {
+			s.root.Rename(job+ExtReady, job+ExtRunning)
+			return false, syncDir(s.root)
+		}
+	}
 	return true, syncDir(s.root)
+}
+
+// Unclaim puts back the marker l claimed, as it was (its content and its
+// mtime), after checking that the claim is still l's: the job is queued
+// again as if never claimed, no attempt spent. A daemon that finds, after
+// its claim, that another host runs the job's chat gives the job back so.
+func (s *Spool) Unclaim(l *Lease) (bool, error) {
+	cur, _, err := s.ReadLease(l.Job)
+	if err != nil || !cur.Same(l) {
+		return false, err
+	}
+	if err := writeFile(s.root, l.Job+ExtRunning, l.marker, true); err != nil {
+		return false, fmt.Errorf("job %s: unclaim: %w", l.Job, err)
+	}
+	if !l.markerTime.IsZero() {
+		s.root.Chtimes(l.Job+ExtRunning, l.markerTime, l.markerTime)
+	}
+	if err := s.root.Rename(l.Job+ExtRunning, l.Job+ExtReady); err != nil {
+		return false, fmt.Errorf("job %s: unclaim: %w", l.Job, err)
+	}
+	return true, syncDir(s.root)
+}
+
+// ChatRunning lists the leases of the chat's running jobs but except's,
+// each with its heartbeat (the lease's mtime). Leases that do not read are
+// left out: the recovery deals with them.
+func (s *Spool) ChatRunning(chat, except string) ([]*Lease, []time.Time, error) {
+	names, err := s.Names(".", 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	var ls []*Lease
+	var beats []time.Time
+	for _, n := range names {
+		job, ok := strings.CutSuffix(n, ExtRunning)
+		if !ok || job == except || !ValidID(job) {
+			continue
+		}
+		l, fi, err := s.ReadLease(job)
+		if err != nil || l.Chat != chat {
+			continue
+		}
+		ls = append(ls, l)
+		beats = append(beats, fi.ModTime())
+	}
+	return ls, beats, nil
 }
 
 // marker is what a <job>.ready may hold: nothing (a submission), the lease

@@ -37,6 +37,14 @@ func (d *Daemon) handle(it *item) {
 		d.q.park(it)
 		return
 	}
+	// A shared filesystem may not share flocks (sshfs does not): another
+	// host's run of the chat is looked for in the leases too.
+	shared := d.cfg.Poll > 0
+	if shared && d.chatElsewhere(sp.Chat, it.job, nil) {
+		chatLock.Close()
+		d.later(it, time.Now().Add(time.Second))
+		return
+	}
 	// On the way out: the chat's lock, then the chat's next job, then
 	// the claim's mark.
 	d.claimBegin(it.job)
@@ -59,6 +67,17 @@ func (d *Daemon) handle(it *item) {
 	}
 	d.q.forget(it.job)
 	if lease == nil {
+		return
+	}
+	// Two hosts may claim two jobs of one chat at once: the one claimed
+	// later gives its job back, as it was.
+	if shared && d.chatElsewhere(sp.Chat, it.job, lease) {
+		if back, err := d.s.Unclaim(lease); err != nil || !back {
+			d.log.WithError(err).WithFields(logrus.Fields{"job": it.job, "chat": sp.Chat, "worker": d.cfg.Worker}).Error("cannot give back a job whose chat runs elsewhere")
+			return
+		}
+		it.at, it.parked = time.Now().Add(time.Second), false
+		d.q.push(it)
 		return
 	}
 	d.cfg.Metrics.Claimed(time.Since(it.at))
@@ -105,6 +124,31 @@ func (d *Daemon) admit(it *item) (sp *spool.Spec, ok bool) {
 	}
 	d.drop(it)
 	return nil, false
+}
+
+// chatElsewhere says whether another job of the chat runs under a live
+// lease that goes before this one: any, before a claim (mine nil); after
+// it, one claimed earlier, or at the same instant with a smaller id. This
+// daemon's own runs of the chat hold its flock, so what it finds is
+// another host's. A lease older than its own length is the recovery's.
+func (d *Daemon) chatElsewhere(chat, job string, mine *spool.Lease) bool {
+	ls, beats, err := d.s.ChatRunning(chat, job)
+	if err != nil {
+		return false
+	}
+	for i, l := range ls {
+		life := time.Duration(l.LeaseS * float64(time.Second))
+		if life <= 0 {
+			life = d.cfg.Lease
+		}
+		if time.Since(beats[i]) > life {
+			continue
+		}
+		if mine == nil || l.Claimed < mine.Claimed || l.Claimed == mine.Claimed && l.Job < mine.Job {
+			return true
+		}
+	}
+	return false
 }
 
 // unpark lets go of a job that will not be claimed now: if it was the head

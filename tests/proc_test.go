@@ -25,11 +25,17 @@ type proc struct {
 // environment: raceEnv, spooldEnv...).
 func startProc(t testing.TB, env []string, name string, args ...string) *proc {
 	t.Helper()
+	return startPath(t, env, name, bin(name), args...)
+}
+
+// startPath is startProc of the program at path, called name.
+func startPath(t testing.TB, env []string, name, path string, args ...string) *proc {
+	t.Helper()
 	logf, err := os.CreateTemp(t.TempDir(), name+"-*.log")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin(name), args...)
+	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = env
 	if err := cmd.Start(); err != nil {
