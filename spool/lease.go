@@ -239,8 +239,11 @@ func (s *Spool) Unclaim(l *Lease) (bool, error) {
 }
 
 // ChatRunning lists the leases of the chat's running jobs but except's,
-// each with its heartbeat (the lease's mtime). Leases that do not read are
-// left out: the recovery deals with them.
+// each with its heartbeat (the lease's mtime). A job claimed a moment ago
+// whose lease is not written yet (its .running still holds the marker)
+// is listed with a Lease that has only Job and Chat (Worker ""), and the
+// time it was looked at: it counts as running. Other leases that do not
+// read are left out: the recovery deals with them.
 func (s *Spool) ChatRunning(chat, except string) ([]*Lease, []time.Time, error) {
 	names, err := s.Names(".", 0)
 	if err != nil {
@@ -254,6 +257,13 @@ func (s *Spool) ChatRunning(chat, except string) ([]*Lease, []time.Time, error) 
 			continue
 		}
 		l, fi, err := s.ReadLease(job)
+		if errors.Is(err, ErrCorrupt) && s.LooseChat(job) == chat {
+			if m := s.readMarkerContent(job + ExtRunning); m.Worker == "" {
+				ls = append(ls, &Lease{Job: job, Chat: chat})
+				beats = append(beats, time.Now())
+			}
+			continue
+		}
 		if err != nil || l.Chat != chat {
 			continue
 		}

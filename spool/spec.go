@@ -160,7 +160,14 @@ func (s *Spool) Submit(sp *Spec) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := writeFile(s.root, id+ExtSpec, append(b, '\n'), true); err != nil {
+	// Two fsyncs make the submit durable: the spec's data, then the
+	// directory once both names are in it. The spec's rename comes before
+	// the marker's creation, and one directory's entries become durable
+	// in the order they were made (a journal commits them in order; the
+	// power-loss sweep, docs/reliability.md, checks it), so a marker is
+	// never durable without its spec. The marker is empty: it is created
+	// in place, with nothing to tear.
+	if err := writeSynced(s.root, id+ExtSpec, append(b, '\n')); err != nil {
 		s.root.Remove(id + ExtSpec)
 		return "", fmt.Errorf("job %s: writing spec: %w", id, err)
 	}
@@ -168,9 +175,17 @@ func (s *Spool) Submit(sp *Spec) (string, error) {
 		s.root.Remove(id + ExtSpec)
 		return "", fmt.Errorf("job %s: %w", id, err)
 	}
-	if err := writeFile(s.root, id+ExtReady, nil, true); err != nil {
+	if err := createEmpty(s.root, id+ExtReady); err != nil {
 		s.root.Remove(id + ExtSpec)
 		return "", fmt.Errorf("job %s: writing marker: %w", id, err)
+	}
+	if err := syncDir(s.root); err != nil {
+		// Not durable: taken back, unless a daemon claimed it already.
+		if rerr := s.root.Remove(id + ExtReady); rerr == nil {
+			s.root.Remove(id + ExtSpec)
+			return "", fmt.Errorf("job %s: making the submit durable: %w", id, err)
+		}
+		return "", fmt.Errorf("job %s: claimed at once, but the submit could not be made durable: %w", id, err)
 	}
 	return id, nil
 }

@@ -233,15 +233,7 @@ func (s *Spool) dropProgressDir(held *os.Root) {
 // are fsync'd, so the new content survives a power loss.
 func writeFile(dir *os.Root, name string, data []byte, durable bool) error {
 	if durable {
-		pf, err := renameio.NewPendingFile(name, renameio.WithRoot(dir), renameio.WithStaticPermissions(FileMode))
-		if err != nil {
-			return err
-		}
-		defer pf.Cleanup()
-		if _, err := pf.Write(data); err != nil {
-			return err
-		}
-		if err := pf.CloseAtomicallyReplace(); err != nil {
+		if err := writeSynced(dir, name, data); err != nil {
 			return err
 		}
 		return syncDir(dir)
@@ -271,6 +263,35 @@ func writeFile(dir *os.Root, name string, data []byte, durable bool) error {
 		}
 		return err
 	}
+}
+
+// writeSynced replaces name in dir atomically with data fsync'd, but not
+// the directory: the rename is durable once the caller syncs it.
+func writeSynced(dir *os.Root, name string, data []byte) error {
+	pf, err := renameio.NewPendingFile(name, renameio.WithRoot(dir), renameio.WithStaticPermissions(FileMode))
+	if err != nil {
+		return err
+	}
+	defer pf.Cleanup()
+	if _, err := pf.Write(data); err != nil {
+		return err
+	}
+	return pf.CloseAtomicallyReplace()
+}
+
+// createEmpty makes name in dir, empty, with the tree's mode: never over
+// an existing name, never through a link. An empty file has no content to
+// tear, so it needs no temporary; it is durable once dir is synced.
+func createEmpty(dir *os.Root, name string) error {
+	f, err := dir.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, FileMode)
+	if err != nil {
+		return err
+	}
+	err = f.Chmod(FileMode)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // syncDir fsyncs a directory, so that a rename into it is durable.

@@ -2,6 +2,7 @@ package spoold
 
 import (
 	"errors"
+	"math/rand/v2"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -61,7 +62,9 @@ func (d *Daemon) handle(it *item) {
 		// does not bring it straight back: it is tried again in a second,
 		// not in a loop.
 		d.log.WithError(err).WithFields(logrus.Fields{"job": it.job, "chat": sp.Chat, "worker": d.cfg.Worker}).Error("claim; trying again in a second")
-		it.at, it.parked = time.Now().Add(time.Second), false
+		// Later by a second and a random part, so that two hosts that
+		// gave way together do not meet again.
+		it.at, it.parked = time.Now().Add(time.Second+rand.N(500*time.Millisecond)), false
 		d.q.push(it)
 		return
 	}
@@ -76,7 +79,9 @@ func (d *Daemon) handle(it *item) {
 			d.log.WithError(err).WithFields(logrus.Fields{"job": it.job, "chat": sp.Chat, "worker": d.cfg.Worker}).Error("cannot give back a job whose chat runs elsewhere")
 			return
 		}
-		it.at, it.parked = time.Now().Add(time.Second), false
+		// Later by a second and a random part, so that two hosts that
+		// gave way together do not meet again.
+		it.at, it.parked = time.Now().Add(time.Second+rand.N(500*time.Millisecond)), false
 		d.q.push(it)
 		return
 	}
@@ -141,14 +146,45 @@ func (d *Daemon) chatElsewhere(chat, job string, mine *spool.Lease) bool {
 		if life <= 0 {
 			life = d.cfg.Lease
 		}
+		if l.Worker == "" {
+			// Claimed, its lease not written yet: live for one lease from
+			// when this daemon first saw it so, then the recovery's (a
+			// claimer that died there leaves it so for ever).
+			beats[i] = d.firstSeenPending(l.Job)
+		}
 		if time.Since(beats[i]) > life {
 			continue
 		}
-		if mine == nil || l.Claimed < mine.Claimed || l.Claimed == mine.Claimed && l.Job < mine.Job {
+		// A claim whose lease is not written yet goes before: of two
+		// such, both give way and try again.
+		if mine == nil || l.Worker == "" || l.Claimed < mine.Claimed || l.Claimed == mine.Claimed && l.Job < mine.Job {
 			return true
 		}
 	}
 	return false
+}
+
+// firstSeenPending is when this daemon first saw job claimed without a
+// lease. A record not looked at for two leases is dropped.
+func (d *Daemon) firstSeenPending(job string) time.Time {
+	d.pmu.Lock()
+	defer d.pmu.Unlock()
+	now := time.Now()
+	if d.pending == nil {
+		d.pending = map[string][2]time.Time{}
+	}
+	for j, t := range d.pending {
+		if now.Sub(t[1]) > 2*d.cfg.Lease {
+			delete(d.pending, j)
+		}
+	}
+	t, ok := d.pending[job]
+	if !ok {
+		t[0] = now
+	}
+	t[1] = now
+	d.pending[job] = t
+	return t[0]
 }
 
 // unpark lets go of a job that will not be claimed now: if it was the head

@@ -22,6 +22,11 @@ const parkedRetry = time.Second
 
 // Daemon serves one spool. Build it with New, run it with Run.
 type Daemon struct {
+	// pending: jobs seen claimed without a lease, when first and last
+	// seen so (chatElsewhere).
+	pmu     sync.Mutex
+	pending map[string][2]time.Time
+
 	cfg  Config
 	s    *spool.Spool
 	log  *logrus.Logger
