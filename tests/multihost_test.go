@@ -465,7 +465,7 @@ func TestMultiHost(t *testing.T) {
 		// A job the fence missed would record again once the filesystem
 		// answers: nothing of the cut-off host's jobs may be recorded
 		// after the fence's SIGKILL.
-		time.Sleep(time.Second) // a window in which nothing must be recorded
+		time.Sleep(time.Second)                                          // a window in which nothing must be recorded
 		killed := began.Add(fenced + 500*time.Millisecond + time.Second) // the grace, and the other jobs' fences
 		for _, rs := range mhReadRuns(t, c.runs) {
 			for _, r := range rs {
