@@ -660,9 +660,16 @@ func (r *run) end(st spool.State, exit *int, errText string) {
 	// recoverer would end the job "worker died", or run it again, though
 	// it ran to its end.
 	for try := 0; ; try++ {
-		err := d.s.Finish(res)
+		err := d.s.FinishAs(res, r.lease)
 		if err == nil {
 			break
+		}
+		if errors.Is(err, spool.ErrLeaseLost) {
+			// Written late (the filesystem stopped answering while the
+			// result was on its way) and taken back: the job is another
+			// attempt's now.
+			r.log.WithError(err).Warn("lease lost while the result was written: taken back, writing nothing more")
+			return
 		}
 		if try == 0 {
 			r.log.WithError(err).Error("cannot write the result; trying again while holding the lease")
