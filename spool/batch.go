@@ -8,6 +8,10 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -43,7 +47,7 @@ func (s *Spool) SubmitBatch(specs []*Spec) ([]string, error) {
 	// poller's bookkeeping of os.File (which os.Root adds to each open)
 	// is not paid 20,000 times.
 	dfd := int(rd.Fd())
-	docs, err := s.checkBatch(dfd, specs, now)
+	docs, err := s.checkBatch(specs, now)
 	if err != nil {
 		return nil, err
 	}
@@ -95,8 +99,20 @@ func (s *Spool) SubmitBatch(specs []*Spec) ([]string, error) {
 // (valid, its id fresh, once in the batch, no job of that id in the tree,
 // the free-space floor), fills in the ids and stamps left out, and
 // returns the documents to write.
-func (s *Spool) checkBatch(dfd int, specs []*Spec, now time.Time) ([][]byte, error) {
+func (s *Spool) checkBatch(specs []*Spec, now time.Time) ([][]byte, error) {
 	seen := make(map[string]bool, len(specs))
+	// The jobs already in the tree, from one listing: six stats per spec
+	// cost more than reading the directory once.
+	names, err := s.Names(".", 0)
+	if err != nil {
+		return nil, err
+	}
+	exists := make(map[string]string, len(names))
+	for _, n := range names {
+		if job, ext, ok := strings.Cut(n, "."); ok && slices.Contains(stateExts, "."+ext) {
+			exists[job] = n
+		}
+	}
 	for i, sp := range specs {
 		if err := sp.Validate(); err != nil {
 			return nil, fmt.Errorf("spec %d: %w", i+1, err)
@@ -111,11 +127,8 @@ func (s *Spool) checkBatch(dfd int, specs []*Spec, now time.Time) ([][]byte, err
 			return nil, fmt.Errorf("spec %d: job %s: twice in the batch", i+1, sp.ID)
 		}
 		seen[sp.ID] = true
-		for _, ext := range stateExts {
-			var st unix.Stat_t
-			if err := unix.Fstatat(dfd, sp.ID+ext, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil {
-				return nil, fmt.Errorf("spec %d: job %s: already exists (%s)", i+1, sp.ID, s.Path(sp.ID+ext))
-			}
+		if n, ok := exists[sp.ID]; ok {
+			return nil, fmt.Errorf("spec %d: job %s: already exists (%s)", i+1, sp.ID, s.Path(n))
 		}
 	}
 	if err := s.Floor.Check(s.Dir); err != nil {
@@ -136,6 +149,20 @@ func (s *Spool) checkBatch(dfd int, specs []*Spec, now time.Time) ([][]byte, err
 // temporary, O_EXCL and never a link, renamed over name) but not durably:
 // SubmitBatch syncs the whole batch at once.
 func writeAt(dfd int, name string, data []byte) error {
+	if len(data) == 0 {
+		// An empty file (a marker) has nothing to tear: made in place.
+		fd, err := unix.Openat(dfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(FileMode))
+		if err != nil {
+			return err
+		}
+		if !umaskKeeps() {
+			err = unix.Fchmod(fd, uint32(FileMode))
+		}
+		if cerr := unix.Close(fd); err == nil {
+			err = cerr
+		}
+		return err
+	}
 	var rnd [8]byte
 	rand.Read(rnd[:])
 	tmp := "." + name + hex.EncodeToString(rnd[:])
@@ -143,7 +170,9 @@ func writeAt(dfd int, name string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	err = unix.Fchmod(fd, uint32(FileMode)) // the umask's part back
+	if !umaskKeeps() {
+		err = unix.Fchmod(fd, uint32(FileMode)) // the umask's part back
+	}
 	for len(data) > 0 && err == nil {
 		var n int
 		n, err = unix.Write(fd, data)
@@ -160,6 +189,25 @@ func writeAt(dfd int, name string, data []byte) error {
 	}
 	return err
 }
+
+// umaskKeeps says whether the process's umask leaves FileMode whole, so
+// that a file created with it needs no fchmod (10,000 system calls fewer
+// in a batch of 5,000). Read once, from /proc/self/status (reading it with
+// umask(2) would change it for a moment under the other threads); when
+// it cannot be read, the answer is no.
+var umaskKeeps = sync.OnceValue(func() bool {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Umask:"); ok {
+			m, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32)
+			return err == nil && FileMode.Perm()&os.FileMode(m) == 0
+		}
+	}
+	return false
+})
 
 // syncAll makes the files written so far durable, and their names: one
 // syncfs of the spool's filesystem, or, where that is refused, an fsync of
