@@ -149,20 +149,6 @@ func (s *Spool) checkBatch(specs []*Spec, now time.Time) ([][]byte, error) {
 // temporary, O_EXCL and never a link, renamed over name) but not durably:
 // SubmitBatch syncs the whole batch at once.
 func writeAt(dfd int, name string, data []byte) error {
-	if len(data) == 0 {
-		// An empty file (a marker) has nothing to tear: made in place.
-		fd, err := unix.Openat(dfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(FileMode))
-		if err != nil {
-			return err
-		}
-		if !umaskKeeps() {
-			err = unix.Fchmod(fd, uint32(FileMode))
-		}
-		if cerr := unix.Close(fd); err == nil {
-			err = cerr
-		}
-		return err
-	}
 	var rnd [8]byte
 	rand.Read(rnd[:])
 	tmp := "." + name + hex.EncodeToString(rnd[:])

@@ -165,8 +165,8 @@ func (s *Spool) Submit(sp *Spec) (string, error) {
 	// the marker's creation, and one directory's entries become durable
 	// in the order they were made (a journal commits them in order; the
 	// power-loss sweep, docs/reliability.md, checks it), so a marker is
-	// never durable without its spec. The marker is empty: it is created
-	// in place, with nothing to tear.
+	// never durable without its spec. The marker is empty: it has no
+	// data to sync.
 	if err := writeSynced(s.root, id+ExtSpec, append(b, '\n')); err != nil {
 		s.root.Remove(id + ExtSpec)
 		return "", fmt.Errorf("job %s: writing spec: %w", id, err)
