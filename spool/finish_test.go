@@ -53,6 +53,17 @@ func TestUnclaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	lock, _, err := s.LockChat("c") // makes the chat's directory
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock.Close()
+	if err := s.MarkClaim("c", job); err != nil {
+		t.Fatal(err)
+	}
+	if ls, _, _ := s.ChatRunning("c", ""); len(ls) != 0 {
+		t.Errorf("ChatRunning before the claim: %+v", ls)
+	}
 	l, _, err := s.Claim(job, Lease{Worker: "a", Host: "h", PID: os.Getpid(), Chat: "c"})
 	if err != nil || l == nil {
 		t.Fatal(err)
@@ -69,5 +80,13 @@ func TestUnclaim(t *testing.T) {
 	again, _, err := s.Claim(job, Lease{Worker: "b", Host: "h", PID: os.Getpid(), Chat: "c"})
 	if err != nil || again == nil || again.Attempt != l.Attempt {
 		t.Fatalf("claim after unclaim: %+v %v; want attempt %d again", again, err, l.Attempt)
+	}
+	// Once the job has ended, its mark goes at the next look.
+	if err := s.FinishAs(&Result{Job: job, Chat: "c", State: Done, Worker: "b", Attempt: again.Attempt}, again); err != nil {
+		t.Fatal(err)
+	}
+	s.ChatRunning("c", "")
+	if _, err := s.Stat(ChatDir("c") + "/" + job + ClaimMark); err == nil {
+		t.Error("the mark of an ended job stays")
 	}
 }

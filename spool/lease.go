@@ -238,33 +238,66 @@ func (s *Spool) Unclaim(l *Lease) (bool, error) {
 	return true, syncDir(s.root)
 }
 
+// ClaimMark is the suffix of chats/<chat>/<job>.claim, the mark a daemon
+// on a shared filesystem leaves before it claims a job of the chat, so
+// that another host finds the chat's running jobs in the chat's directory
+// rather than by listing the whole root (ChatRunning).
+const ClaimMark = ".claim"
+
+// MarkClaim leaves chats/<chat>/<job>.claim before a claim of job (the
+// chat's directory must exist: LockChat makes it). The mark is empty and
+// not synced: it says where to look, and the job's lease says the rest.
+func (s *Spool) MarkClaim(chat, job string) error {
+	if err := CheckChatID(chat); err != nil {
+		return err
+	}
+	if err := CheckJobID(job); err != nil {
+		return err
+	}
+	f, err := s.root.OpenFile(ChatDir(chat)+"/"+job+ClaimMark, os.O_WRONLY|os.O_CREATE|syscall.O_NOFOLLOW, FileMode)
+	if err != nil {
+		return fmt.Errorf("chat %s: claim mark: %w", chat, err)
+	}
+	return f.Close()
+}
+
 // ChatRunning lists the leases of the chat's running jobs but except's,
-// each with its heartbeat (the lease's mtime). A job claimed a moment ago
-// whose lease is not written yet (its .running still holds the marker)
-// is listed with a Lease that has only Job and Chat (Worker ""), and the
-// time it was looked at: it counts as running. Other leases that do not
-// read are left out: the recovery deals with them.
+// each with its heartbeat (the lease's mtime), as the claim marks of the
+// chat's directory (MarkClaim) name them. A job claimed a moment ago whose
+// lease is not written yet (its .running still holds the marker) is
+// listed with a Lease that has only Job and Chat (Worker ""), and the time
+// it was looked at: it counts as running. Other leases that do not read
+// are left out: the recovery deals with them. A mark whose job is neither
+// queued nor running is removed.
 func (s *Spool) ChatRunning(chat, except string) ([]*Lease, []time.Time, error) {
-	names, err := s.Names(".", 0)
+	if err := CheckChatID(chat); err != nil {
+		return nil, nil, err
+	}
+	names, err := s.Names(ChatDir(chat), 0)
 	if err != nil {
 		return nil, nil, err
 	}
 	var ls []*Lease
 	var beats []time.Time
 	for _, n := range names {
-		job, ok := strings.CutSuffix(n, ExtRunning)
+		job, ok := strings.CutSuffix(n, ClaimMark)
 		if !ok || job == except || !ValidID(job) {
 			continue
 		}
 		l, fi, err := s.ReadLease(job)
-		if errors.Is(err, ErrCorrupt) && s.LooseChat(job) == chat {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			if _, rerr := s.root.Lstat(job + ExtReady); errors.Is(rerr, fs.ErrNotExist) {
+				removeName(s.root, ChatDir(chat)+"/"+n)
+			}
+			continue
+		case errors.Is(err, ErrCorrupt):
 			if m := s.readMarkerContent(job + ExtRunning); m.Worker == "" {
 				ls = append(ls, &Lease{Job: job, Chat: chat})
 				beats = append(beats, time.Now())
 			}
 			continue
-		}
-		if err != nil || l.Chat != chat {
+		case err != nil || l.Chat != chat:
 			continue
 		}
 		ls = append(ls, l)

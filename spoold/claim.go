@@ -46,6 +46,13 @@ func (d *Daemon) handle(it *item) {
 		d.later(it, time.Now().Add(time.Second))
 		return
 	}
+	if shared {
+		// The mark goes first: a host that looks after this claim finds
+		// it in the chat's directory.
+		if err := d.s.MarkClaim(sp.Chat, it.job); err != nil {
+			d.log.WithError(err).WithFields(logrus.Fields{"job": it.job, "chat": sp.Chat, "worker": d.cfg.Worker}).Warn("cannot mark the claim for other hosts")
+		}
+	}
 	// On the way out: the chat's lock, then the chat's next job, then
 	// the claim's mark.
 	d.claimBegin(it.job)
