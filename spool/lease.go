@@ -101,11 +101,7 @@ func (s *Spool) Claim(job string, l Lease) (lease, prev *Lease, err error) {
 		}
 		return nil, nil, fmt.Errorf("job %s: claim: %w", job, err)
 	}
-	raw, mfi, _ := readFile(s.root, job+ExtRunning, MaxDocument)
-	var m marker
-	if len(bytes.TrimSpace(raw)) > 0 {
-		json.Unmarshal(raw, &m)
-	}
+	m, raw, mfi := s.readMarker(job + ExtRunning)
 	l.marker = raw
 	if mfi != nil {
 		l.markerTime = mfi.ModTime()
@@ -344,12 +340,19 @@ const maxAttemptNumber = 1 << 30
 func (m marker) recovered() bool { return m.State == "" && m.Worker != "" }
 
 func (s *Spool) readMarkerContent(name string) marker {
+	m, _, _ := s.readMarker(name)
+	return m
+}
+
+// readMarker is readMarkerContent with the bytes read and their file's
+// information (nil when it could not be read).
+func (s *Spool) readMarker(name string) (marker, []byte, fs.FileInfo) {
 	var m marker
-	b, _, err := readFile(s.root, name, MaxDocument)
+	b, fi, err := readFile(s.root, name, MaxDocument)
 	if err == nil && len(bytes.TrimSpace(b)) > 0 {
 		json.Unmarshal(b, &m)
 	}
-	return m
+	return m, b, fi
 }
 
 // Marker describes a queued job's marker.

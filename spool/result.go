@@ -34,18 +34,7 @@ func (r *Result) Errorf(format string, args ...any) {
 // Finish ends a job: the result is written (fsync'd) as <job>.<state>, and
 // only then is <job>.running removed. A crash in between leaves both, which
 // every reader resolves to the result (invariant 4).
-func (s *Spool) Finish(r *Result) error {
-	if err := s.writeResult(r); err != nil {
-		return err
-	}
-	if err := s.root.Remove(r.Job + ExtRunning); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("job %s: removing lease: %w", r.Job, err)
-	}
-	// The removal is not synced: if a power loss brings the lease back, it
-	// stands beside the result, which wins (invariant 4), and the next
-	// recoverer or fsck removes it.
-	return nil
-}
+func (s *Spool) Finish(r *Result) error { return s.FinishAs(r, nil) }
 
 // writeResult writes r durably at <job>.<state>.
 func (s *Spool) writeResult(r *Result) error {
@@ -75,21 +64,28 @@ func (s *Spool) writeResult(r *Result) error {
 // taken the job over: then the lease there is the new owner's, and the
 // result just written is taken back (if it is still this attempt's), the
 // new owner's lease left alone, and ErrLeaseLost returned.
+//
+// A nil l removes whatever lease is there (Finish).
 func (s *Spool) FinishAs(r *Result, l *Lease) error {
 	if err := s.writeResult(r); err != nil {
 		return err
 	}
-	cur, _, err := s.ReadLease(r.Job)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil
-	case err == nil && !cur.Same(l):
-		if mine, rerr := s.ReadResult(r.Job, r.State); rerr == nil && mine.Worker == r.Worker && mine.Attempt == r.Attempt {
-			removeName(s.root, r.Job+r.State.Ext())
-			syncDir(s.root)
+	if l != nil {
+		cur, _, err := s.ReadLease(r.Job)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil
+		case err == nil && !cur.Same(l):
+			if mine, rerr := s.ReadResult(r.Job, r.State); rerr == nil && mine.Worker == r.Worker && mine.Attempt == r.Attempt {
+				removeName(s.root, r.Job+r.State.Ext())
+				syncDir(s.root)
+			}
+			return fmt.Errorf("job %s: the result was written after the job was taken over: %w", r.Job, ErrLeaseLost)
 		}
-		return fmt.Errorf("job %s: the result was written after the job was taken over: %w", r.Job, ErrLeaseLost)
 	}
+	// The removal is not synced: if a power loss brings the lease back, it
+	// stands beside the result, which wins (invariant 4), and the next
+	// recoverer or fsck removes it.
 	if err := s.root.Remove(r.Job + ExtRunning); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("job %s: removing lease: %w", r.Job, err)
 	}

@@ -175,7 +175,9 @@ func (s *Spool) Submit(sp *Spec) (string, error) {
 		s.root.Remove(id + ExtSpec)
 		return "", fmt.Errorf("job %s: %w", id, err)
 	}
-	if err := createEmpty(s.root, id+ExtReady); err != nil {
+	// Renamed in from an empty temporary like every document (invariant
+	// 1), not synced: the directory's sync below makes it durable.
+	if err := writeFile(s.root, id+ExtReady, nil, false); err != nil {
 		s.root.Remove(id + ExtSpec)
 		return "", fmt.Errorf("job %s: writing marker: %w", id, err)
 	}

@@ -279,38 +279,6 @@ func writeSynced(dir *os.Root, name string, data []byte) error {
 	return pf.CloseAtomicallyReplace()
 }
 
-// createEmpty makes name in dir, empty, with the tree's mode, by rename
-// from a new temporary (invariant 1: tools that watch for a marker's
-// arrival by rename see one), never over an existing name. An empty file
-// has no data to sync: it is durable once dir is synced.
-func createEmpty(dir *os.Root, name string) error {
-	for try := 0; ; try++ {
-		tmp := "." + name + strconv.FormatUint(rand.Uint64(), 10)
-		f, err := dir.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, FileMode)
-		if errors.Is(err, fs.ErrExist) && try < 100 {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		err = f.Chmod(FileMode)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			if _, lerr := dir.Lstat(name); lerr == nil {
-				err = fmt.Errorf("%s: %w", name, fs.ErrExist)
-			} else {
-				err = dir.Rename(tmp, name)
-			}
-		}
-		if err != nil {
-			dir.Remove(tmp)
-		}
-		return err
-	}
-}
-
 // syncDir fsyncs a directory, so that a rename into it is durable.
 // renameio syncs the file only.
 func syncDir(dir *os.Root) error {
