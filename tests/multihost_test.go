@@ -289,13 +289,7 @@ func mhOverlaps(runs map[string][]*mhRun) []string {
 // serverSubmit submits on the file server's own view of the spool.
 func (c *mhCluster) serverSubmit(chat string, argv ...string) string {
 	c.t.Helper()
-	cmd := exec.Command(bin("spool"), append([]string{"--spool", c.spool, "submit", "--chat", chat, "--env", "RUNS=" + c.runs, "--"}, argv...)...)
-	cmd.Env = raceEnv()
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		c.t.Fatalf("submit: %v: %s", err, out)
-	}
-	return strings.TrimSpace(string(out))
+	return spooldSubmit(c.t, c.spool, append([]string{"--chat", chat, "--env", "RUNS=" + c.runs, "--"}, argv...)...)
 }
 
 // TestMultiHostClaimLatency measures how long a job submitted on the file
@@ -371,14 +365,7 @@ func TestMultiHost(t *testing.T) {
 		if i%20 == 7 {
 			extra = `a=$(spool ask --timeout 60s "go on?") || exit 9;`
 		}
-		argv := mhJobArgv(chat, 4+i%6, extra)
-		cmd := exec.Command(bin("spool"), append([]string{"--spool", c.spool, "submit", "--chat", chat, "--attempts", "3", "--env", "RUNS=" + c.runs, "--"}, argv...)...)
-		cmd.Env = raceEnv()
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("submit: %v: %s", err, out)
-		}
-		id := strings.TrimSpace(string(out))
+		id := spooldSubmit(t, c.spool, append([]string{"--chat", chat, "--attempts", "3", "--env", "RUNS=" + c.runs, "--"}, mhJobArgv(chat, 4+i%6, extra)...)...)
 		ids = append(ids, id)
 		if extra != "" {
 			asks[id] = true
