@@ -1,12 +1,11 @@
 package spool
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"strconv"
@@ -149,9 +148,7 @@ func (s *Spool) checkBatch(specs []*Spec, now time.Time) ([][]byte, error) {
 // temporary, O_EXCL and never a link, renamed over name) but not durably:
 // SubmitBatch syncs the whole batch at once.
 func writeAt(dfd int, name string, data []byte) error {
-	var rnd [8]byte
-	rand.Read(rnd[:])
-	tmp := "." + name + hex.EncodeToString(rnd[:])
+	tmp := "." + name + strconv.FormatUint(rand.Uint64(), 16)
 	fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(FileMode))
 	if err != nil {
 		return err

@@ -59,7 +59,7 @@ func serve(sig *cli.Signals, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log, err := cli.Logger(stderr, f.logLevel)
+	log, err := ops.Logger(stderr, f.logLevel)
 	if err != nil {
 		return cli.Usagef("%v (see spoold -h)", err)
 	}

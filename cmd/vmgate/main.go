@@ -296,7 +296,7 @@ func serve(args []string, stdout, stderr io.Writer) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	log, err := cli.Logger(stderr, *level)
+	log, err := ops.Logger(stderr, *level)
 	if err != nil {
 		return 0, cli.Usagef("%v", err)
 	}

@@ -102,7 +102,7 @@ func parse(fs *flag.FlagSet, c *common, args []string, stdout io.Writer) error {
 
 // logAndOpen makes the logger at c's level and opens the spool.
 func logAndOpen(c *common, stderr io.Writer) (*logrus.Logger, *spool.Spool, error) {
-	log, err := cli.Logger(stderr, c.logLevel)
+	log, err := ops.Logger(stderr, c.logLevel)
 	if err != nil {
 		return nil, nil, cli.Usagef("%v", err)
 	}

@@ -1,15 +1,11 @@
 // Package cli holds what the four commands share: the version line, the
-// logging setup and the one-line error exit. It has no flags of its own.
+// one-line error exit and the two-signal stop. It has no flags of its own.
 package cli
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"runtime/debug"
-
-	"github.com/sirupsen/logrus"
-	"golang.org/x/term"
 )
 
 // Exit codes shared by every command (docs/contract.md).
@@ -47,28 +43,6 @@ func Version(name string) string {
 		return fmt.Sprintf("%s %s (%s)", name, v, rev)
 	}
 	return fmt.Sprintf("%s %s", name, v)
-}
-
-// Logger builds the logrus logger of a daemon: text when w is a terminal,
-// JSON otherwise (journald, files, pipes), so a person and a log shipper
-// each get what they read.
-func Logger(w io.Writer, level string) (*logrus.Logger, error) {
-	l := logrus.New()
-	l.SetOutput(w)
-	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		l.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
-	} else {
-		l.SetFormatter(&logrus.JSONFormatter{})
-	}
-	if level == "" {
-		level = "info"
-	}
-	lv, err := logrus.ParseLevel(level)
-	if err != nil {
-		return nil, fmt.Errorf("log level %q: %w", level, err)
-	}
-	l.SetLevel(lv)
-	return l, nil
 }
 
 // Fatalf prints "name: message" on stderr as one line and exits with code.
