@@ -12,7 +12,10 @@ What is measured (docs/spoold.md, "Beside the peers"):
 - a drain: N no-op jobs submitted from a shell loop, until all have run;
   vmspool also with `spool submit --batch`;
 - in-process submits: through the Go package (BenchmarkSubmit) and the
-  Python client, per submit.
+  Python client, per submit;
+- a lone submit taken apart, each part run in turn with an empty Go
+  program: the binary's start, a submit on tmpfs (syncs cost nothing), a
+  durable submit on the disk, and the disk's two syncs alone.
 
 Environment: N (default 500), SAMPLES (default 50), BIN (default ./bin).
 """
@@ -185,6 +188,65 @@ class NQ(Peer):
         subprocess.run(["pkill", "-f", "nq -q"], stderr=subprocess.DEVNULL)
 
 
+def round_robin(cmds, n=SAMPLES * 4):
+    """Median wall time of each command, run in turn n times each, so that
+    the machine's drift over the run falls on all of them alike."""
+    times = [[] for _ in cmds]
+    for _ in range(n):
+        for i, cmd in enumerate(cmds):
+            t0 = time.perf_counter()
+            subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+            times[i].append(time.perf_counter() - t0)
+    return [statistics.median(t) for t in times]
+
+
+def two_syncs(work, n=SAMPLES * 4):
+    """The durable floor of a submit on this disk: a 100-byte file's data
+    fsync'd, renamed, and its directory fsync'd, median of n."""
+    d = os.path.join(work, "syncs")
+    os.makedirs(d)
+    dfd = os.open(d, os.O_RDONLY)
+    times = []
+    try:
+        for i in range(n):
+            t0 = time.perf_counter()
+            tmp = os.path.join(d, ".t%d" % i)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o640)
+            os.write(fd, b"x" * 100)
+            os.fsync(fd)
+            os.close(fd)
+            os.rename(tmp, os.path.join(d, "t%d" % i))
+            os.fsync(dfd)
+            times.append(time.perf_counter() - t0)
+    finally:
+        os.close(dfd)
+    return statistics.median(times)
+
+
+def lean_submit(work, empty):
+    """Where a lone `spool submit`'s time goes, each part beside an empty Go
+    program: the binary's start (--version), a submit where syncs cost
+    nothing (a spool on tmpfs, when /dev/shm is one), a durable submit on
+    this disk, and the disk's two syncs alone."""
+    spool = os.path.join(BIN, "spool")
+    disk = os.path.join(work, "lean-disk")
+    os.makedirs(disk)
+    cmds = [[empty], [spool, "--version"]]
+    shm = None
+    if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
+        shm = tempfile.mkdtemp(prefix="vmspool-lean-", dir="/dev/shm")
+        cmds.append([spool, "--spool", shm, "submit", "--chat", "c", "--", "true"])
+    cmds.append([spool, "--spool", disk, "submit", "--chat", "c", "--", "true"])
+    try:
+        t = round_robin(cmds)
+    finally:
+        if shm:
+            shutil.rmtree(shm, ignore_errors=True)
+    out = {"empty": t[0], "version": t[1], "disk": t[-1], "tmpfs": t[2] if shm else None}
+    out["syncs"] = two_syncs(work)
+    return out
+
+
 def go_in_process():
     """BenchmarkSubmit: a durable submit through the Go package, in ns."""
     p = subprocess.run(["go", "test", "-run", "^$", "-bench", "^BenchmarkSubmit$", "-benchtime", "200x", "./spool"],
@@ -233,6 +295,7 @@ def main():
             p.close()
         go = go_in_process()
         py = python_in_process(work)
+        lean = lean_submit(work, empty)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -256,6 +319,16 @@ def main():
     if go:
         print("%-34s %12s" % ("in-process submit, Go package", ms(go)))
     print("%-34s %12s" % ("in-process submit, Python client", ms(py)))
+
+    e = lean["empty"]
+    print("\nA lone spool submit, each part beside an empty Go program (run in turn, %d each, no daemon)" % (SAMPLES * 4))
+    print("%-40s %10s   %.2fx" % ("an empty Go program", ms(e), 1.0))
+    print("%-40s %10s   %.2fx" % ("spool --version (the binary's start)", ms(lean["version"]), lean["version"] / e))
+    if lean["tmpfs"]:
+        print("%-40s %10s   %.2fx" % ("spool submit, spool on tmpfs (no disk)", ms(lean["tmpfs"]), lean["tmpfs"] / e))
+    print("%-40s %10s   %.2fx" % ("spool submit, durable on this disk", ms(lean["disk"]), lean["disk"] / e))
+    print("%-40s %10s   %.2fx" % ("the disk's two syncs alone", ms(lean["syncs"]), lean["syncs"] / e))
+    print("%-40s %10s   %.2fx" % ("a durable submit's floor: empty Go + syncs", ms(e + lean["syncs"]), (e + lean["syncs"]) / e))
 
 
 if __name__ == "__main__":
