@@ -3,6 +3,8 @@ package spool
 import (
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -59,18 +61,31 @@ func NewJobID(t time.Time) string {
 // from the system call. crypto/rand reads the same source, but importing it
 // links the FIPS 140 module, whose start-up was a third of what a `spool
 // submit` cost over an empty Go program (README, "Performance").
+// A kernel without getrandom(2) (before 3.17) is read from /dev/urandom,
+// as crypto/rand does.
 type kernelRandom struct{}
 
 func (kernelRandom) Read(p []byte) (int, error) {
 	for n := 0; n < len(p); {
 		m, err := unix.Getrandom(p[n:], 0)
-		if err == unix.EINTR {
+		switch {
+		case err == unix.EINTR:
 			continue
-		}
-		if err != nil {
+		case err == unix.ENOSYS:
+			return urandom(p)
+		case err != nil:
 			return n, fmt.Errorf("getrandom: %w", err)
 		}
 		n += m
 	}
 	return len(p), nil
+}
+
+func urandom(p []byte) (int, error) {
+	f, err := os.Open("/dev/urandom")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	return io.ReadFull(f, p)
 }

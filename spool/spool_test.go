@@ -111,6 +111,24 @@ func TestNewJobIDSortsByTime(t *testing.T) {
 	}
 }
 
+// Ids made in the same millisecond differ in their 80 random bits, and
+// differ a lot: the entropy is the kernel's, not a counter.
+func TestNewJobIDRandom(t *testing.T) {
+	t0 := time.Now()
+	seen := map[string]bool{}
+	for i := 0; i < 1000; i++ {
+		id := NewJobID(t0)
+		if seen[id] {
+			t.Fatalf("NewJobID made %q twice", id)
+		}
+		seen[id] = true
+	}
+	var p [64]byte
+	if n, err := (kernelRandom{}).Read(p[:]); n != len(p) || err != nil || p == [64]byte{} {
+		t.Fatalf("kernelRandom.Read = %d, %v, %x", n, err, p)
+	}
+}
+
 func TestResolveDir(t *testing.T) {
 	env := func(kv ...string) func(string) string {
 		m := map[string]string{}
