@@ -15,7 +15,9 @@ What is measured (docs/spoold.md, "Beside the peers"):
   Python client, per submit;
 - a lone submit taken apart, each part run in turn with an empty Go
   program: the binary's start, a submit on tmpfs (syncs cost nothing), a
-  durable submit on the disk, and the disk's two syncs alone.
+  durable submit on the disk, a minimal Go program making the same
+  durable submit with raw system calls and no checks (the floor of any
+  Go submit), and the disk's two syncs alone.
 
 Environment: N (default 500), SAMPLES (default 50), BIN (default ./bin).
 """
@@ -223,7 +225,7 @@ def two_syncs(work, n=SAMPLES * 4):
     return statistics.median(times)
 
 
-def lean_submit(work, empty):
+def lean_submit(work, empty, minimal):
     """Where a lone `spool submit`'s time goes, each part beside an empty Go
     program: the binary's start (--version), a submit where syncs cost
     nothing (a spool on tmpfs, when /dev/shm is one), a durable submit on
@@ -236,13 +238,16 @@ def lean_submit(work, empty):
     if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
         shm = tempfile.mkdtemp(prefix="vmspool-lean-", dir="/dev/shm")
         cmds.append([spool, "--spool", shm, "submit", "--chat", "c", "--", "true"])
+    least = os.path.join(work, "lean-minimal")
+    os.makedirs(least)
+    cmds.append([minimal, least])
     cmds.append([spool, "--spool", disk, "submit", "--chat", "c", "--", "true"])
     try:
         t = round_robin(cmds)
     finally:
         if shm:
             shutil.rmtree(shm, ignore_errors=True)
-    out = {"empty": t[0], "version": t[1], "disk": t[-1], "tmpfs": t[2] if shm else None}
+    out = {"empty": t[0], "version": t[1], "minimal": t[-2], "disk": t[-1], "tmpfs": t[2] if shm else None}
     out["syncs"] = two_syncs(work)
     return out
 
@@ -267,17 +272,63 @@ def python_in_process(work):
     return (time.perf_counter() - t0) / 200
 
 
+# The least a durable submit can be in Go: the system calls of one (the
+# spec's temporary written, fsync'd and renamed; the empty marker's
+# temporary renamed; the directory fsync'd), with no checks, no flags and
+# no JSON. Its time is the floor of any Go submit on this disk.
+MINIMAL_SUBMIT = r"""package main
+
+import (
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+func main() {
+	dfd, err := syscall.Open(os.Args[1], syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		os.Exit(1)
+	}
+	id := "m" + strconv.FormatInt(time.Now().UnixNano(), 36) + strconv.Itoa(os.Getpid())
+	spec := []byte(`{"id":"` + id + `","chat":"c","argv":["true"]}` + "\n")
+	fd, err := syscall.Openat(dfd, "."+id+".json", syscall.O_WRONLY|syscall.O_CREAT|syscall.O_EXCL|syscall.O_CLOEXEC, 0o640)
+	if err != nil {
+		os.Exit(1)
+	}
+	syscall.Write(fd, spec)
+	syscall.Fsync(fd)
+	syscall.Close(fd)
+	syscall.Renameat(dfd, "."+id+".json", dfd, id+".json")
+	fd, _ = syscall.Openat(dfd, "."+id+".ready", syscall.O_WRONLY|syscall.O_CREAT|syscall.O_EXCL|syscall.O_CLOEXEC, 0o640)
+	syscall.Close(fd)
+	syscall.Renameat(dfd, "."+id+".ready", dfd, id+".ready")
+	if syscall.Fsync(dfd) != nil {
+		os.Exit(1)
+	}
+	os.Stdout.WriteString(id + "\n")
+}
+"""
+
+
+def go_build(work, name, source):
+    """Builds source as the program work/name, outside any module."""
+    out = os.path.join(work, name)
+    os.makedirs(out + "-src")
+    with open(os.path.join(out + "-src", "main.go"), "w") as f:
+        f.write(source)
+    subprocess.run(["go", "build", "-o", out, "main.go"], cwd=out + "-src", check=True,
+                   env=dict(os.environ, CGO_ENABLED="0", GO111MODULE="off"))
+    return out
+
+
 def main():
     for tool in ("tsp", "nq", "fq"):
         if not shutil.which(tool):
             raise SystemExit("bench-peers: %s is missing: apt-get install task-spooler nq (make bench-peers does, as root)" % tool)
     work = tempfile.mkdtemp(prefix="vmspool-peers-")
-    empty = os.path.join(work, "empty")
-    os.makedirs(empty + "-src")
-    with open(os.path.join(empty + "-src", "main.go"), "w") as f:
-        f.write("package main\n\nfunc main() {}\n")
-    subprocess.run(["go", "build", "-o", empty, "main.go"], cwd=empty + "-src", check=True,
-                   env=dict(os.environ, CGO_ENABLED="0", GO111MODULE="off"))
+    empty = go_build(work, "empty", "package main\n\nfunc main() {}\n")
+    minimal = go_build(work, "minimal-submit", MINIMAL_SUBMIT)
     rows = []
     try:
         floor_true = wall(["/bin/true"])
@@ -295,7 +346,7 @@ def main():
             p.close()
         go = go_in_process()
         py = python_in_process(work)
-        lean = lean_submit(work, empty)
+        lean = lean_submit(work, empty, minimal)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -327,6 +378,7 @@ def main():
     if lean["tmpfs"]:
         print("%-40s %10s   %.2fx" % ("spool submit, spool on tmpfs (no disk)", ms(lean["tmpfs"]), lean["tmpfs"] / e))
     print("%-40s %10s   %.2fx" % ("spool submit, durable on this disk", ms(lean["disk"]), lean["disk"] / e))
+    print("%-40s %10s   %.2fx" % ("a minimal durable submit in Go", ms(lean["minimal"]), lean["minimal"] / e))
     print("%-40s %10s   %.2fx" % ("the disk's two syncs alone", ms(lean["syncs"]), lean["syncs"] / e))
     print("%-40s %10s   %.2fx" % ("a durable submit's floor: empty Go + syncs", ms(e + lean["syncs"]), (e + lean["syncs"]) / e))
 
