@@ -229,7 +229,8 @@ def lean_submit(work, empty, minimal):
     """Where a lone `spool submit`'s time goes, each part beside an empty Go
     program: the binary's start (--version), a submit where syncs cost
     nothing (a spool on tmpfs, when /dev/shm is one), a durable submit on
-    this disk, and the disk's two syncs alone."""
+    this disk, the minimal Go program's durable submit beside it, and the
+    disk's two syncs alone."""
     spool = os.path.join(BIN, "spool")
     disk = os.path.join(work, "lean-disk")
     os.makedirs(disk)
@@ -296,14 +297,17 @@ func main() {
 	if err != nil {
 		os.Exit(1)
 	}
-	syscall.Write(fd, spec)
-	syscall.Fsync(fd)
-	syscall.Close(fd)
-	syscall.Renameat(dfd, "."+id+".json", dfd, id+".json")
-	fd, _ = syscall.Openat(dfd, "."+id+".ready", syscall.O_WRONLY|syscall.O_CREAT|syscall.O_EXCL|syscall.O_CLOEXEC, 0o640)
-	syscall.Close(fd)
-	syscall.Renameat(dfd, "."+id+".ready", dfd, id+".ready")
-	if syscall.Fsync(dfd) != nil {
+	if _, err := syscall.Write(fd, spec); err != nil || syscall.Fsync(fd) != nil || syscall.Close(fd) != nil {
+		os.Exit(1)
+	}
+	if syscall.Renameat(dfd, "."+id+".json", dfd, id+".json") != nil {
+		os.Exit(1)
+	}
+	fd, err = syscall.Openat(dfd, "."+id+".ready", syscall.O_WRONLY|syscall.O_CREAT|syscall.O_EXCL|syscall.O_CLOEXEC, 0o640)
+	if err != nil || syscall.Close(fd) != nil {
+		os.Exit(1)
+	}
+	if syscall.Renameat(dfd, "."+id+".ready", dfd, id+".ready") != nil || syscall.Fsync(dfd) != nil {
 		os.Exit(1)
 	}
 	os.Stdout.WriteString(id + "\n")
