@@ -210,6 +210,36 @@ func TestSpooldEveryJobRunsOnce(t *testing.T) {
 // jobs' processes live on as orphans. The next spoold recovers each job
 // per its attempts, ends the orphans before any new attempt starts, and
 // leaves nothing running.
+// TestSpooldProgressBeforeStart: the chat's progress names the job before
+// the job's first instruction runs. A spoold killed at any moment after
+// the start thus leaves a document of the job, into which the recoverer
+// may write its end (it writes only into a document naming the job: a
+// missing one may be a newer submission's clearing, invariant 6). The job
+// itself reads the document, so this holds or fails whatever the timing.
+func TestSpooldProgressBeforeStart(t *testing.T) {
+	dir := newSpool(t)
+	out := filepath.Join(t.TempDir(), "seen")
+	d := spooldStart(t, dir)
+	s := openSpool(t, dir, 200)
+	for i := 0; i < 5; i++ {
+		chat := fmt.Sprintf("pb%d", i)
+		job := spooldSubmit(t, dir, "--chat", chat, "--", "bash", "-c", `cat "$1" > "$2" 2>&1; exit 0`, "_",
+			filepath.Join(dir, spool.ProgressPath(chat)), out)
+		if r := waitEnd(t, s, job, 20*time.Second, 5*time.Millisecond); r.State != spool.Done {
+			t.Fatalf("job %s: %s, want done", job, r.State)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p spool.Progress
+		if err := json.Unmarshal(b, &p); err != nil || p.Job != job || p.State != spool.Running || p.Done {
+			t.Fatalf("job %s found at its start the progress %q (%v), want its own, running", job, b, err)
+		}
+	}
+	d.stop(t, 10*time.Second)
+}
+
 func TestSpooldKill9Recovery(t *testing.T) {
 	dir := newSpool(t)
 	work := t.TempDir()
