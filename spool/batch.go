@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math/rand/v2"
 	"os"
 	"slices"
 	"strconv"
@@ -148,7 +147,7 @@ func (s *Spool) checkBatch(specs []*Spec, now time.Time) ([][]byte, error) {
 // temporary, O_EXCL and never a link, renamed over name) but not durably:
 // SubmitBatch syncs the whole batch at once.
 func writeAt(dfd int, name string, data []byte) error {
-	tmp := "." + name + strconv.FormatUint(rand.Uint64(), 16)
+	tmp := tempName(name)
 	fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(FileMode))
 	if err != nil {
 		return err

@@ -241,7 +241,7 @@ func writeFile(dir *os.Root, name string, data []byte, durable bool) error {
 	// Advisory documents (progress) skip the fsync: losing the newest one
 	// in a power cut is harmless, and flushing them is the hot path.
 	for try := 0; ; try++ {
-		tmp := "." + name + strconv.FormatUint(rand.Uint64(), 10)
+		tmp := tempName(name)
 		f, err := dir.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, FileMode)
 		if errors.Is(err, fs.ErrExist) && try < 100 {
 			continue
@@ -263,6 +263,12 @@ func writeFile(dir *os.Root, name string, data []byte, durable bool) error {
 		}
 		return err
 	}
+}
+
+// tempName is a fresh temporary's name for name: hidden (a leading dot,
+// which no id has) and random, so that two writers never share one.
+func tempName(name string) string {
+	return "." + name + strconv.FormatUint(rand.Uint64(), 10)
 }
 
 // writeSynced replaces name in dir atomically with data fsync'd, but not

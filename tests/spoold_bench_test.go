@@ -225,9 +225,8 @@ func spooldBenchNoop(b *testing.B, kept string, workers int, args []string) floa
 }
 
 // spooldBenchDrain queues queued no-op jobs and returns how many a second
-// spoold ran, from its first claim to the timed-th result.
-func spooldBenchDrain(b *testing.B, kept string, workers, queued, timed int, args []string) float64 {
-	n := timed
+// spoold ran, from its first claim to the n-th result.
+func spooldBenchDrain(b *testing.B, kept string, workers, queued, n int, args []string) float64 {
 	dir, err := os.MkdirTemp(kept, "noop-*")
 	if err == nil {
 		err = os.Chmod(dir, 0o750)
