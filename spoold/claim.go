@@ -69,10 +69,7 @@ func (d *Daemon) handle(it *item) {
 		// does not bring it straight back: it is tried again in a second,
 		// not in a loop.
 		d.log.WithError(err).WithFields(logrus.Fields{"job": it.job, "chat": sp.Chat, "worker": d.cfg.Worker}).Error("claim; trying again in a second")
-		// Later by a second and a random part, so that two hosts that
-		// gave way together do not meet again.
-		it.at, it.parked = time.Now().Add(time.Second+rand.N(500*time.Millisecond)), false
-		d.q.push(it)
+		d.backOff(it)
 		return
 	}
 	d.q.forget(it.job)
@@ -86,10 +83,7 @@ func (d *Daemon) handle(it *item) {
 			d.log.WithError(err).WithFields(logrus.Fields{"job": it.job, "chat": sp.Chat, "worker": d.cfg.Worker}).Error("cannot give back a job whose chat runs elsewhere")
 			return
 		}
-		// Later by a second and a random part, so that two hosts that
-		// gave way together do not meet again.
-		it.at, it.parked = time.Now().Add(time.Second+rand.N(500*time.Millisecond)), false
-		d.q.push(it)
+		d.backOff(it)
 		return
 	}
 	d.cfg.Metrics.Claimed(time.Since(it.at))
@@ -213,6 +207,14 @@ func (d *Daemon) drop(it *item) {
 func (d *Daemon) later(it *item, at time.Time) {
 	d.unpark(it)
 	it.at, it.parked = at, false
+	d.q.push(it)
+}
+
+// backOff puts back in the queue a job whose claim was given up after its
+// chat's wait list was let go: a second and a random part later, so that
+// two hosts that gave way together do not meet again.
+func (d *Daemon) backOff(it *item) {
+	it.at, it.parked = time.Now().Add(time.Second+rand.N(500*time.Millisecond)), false
 	d.q.push(it)
 }
 
