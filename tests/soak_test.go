@@ -344,6 +344,24 @@ func soakRuns(m map[int]*soakSpan) []*soakSpan {
 	return runs
 }
 
+// soakStory is how a job ended and its workers' events, for a failure
+// about one of its runs: a run with no recorded end was killed before its
+// trap could write one, and its events say by whom and when.
+func soakStory(s *spool.Spool, r *spool.Result) string {
+	if r == nil {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "; it ended %s (attempt %d, worker %s, finished %.3f)", r.State, r.Attempt, r.Worker, r.Finished)
+	evs, _ := s.NewEventReader(r.Job).Read()
+	for _, ev := range evs {
+		if ev.Type != spool.EventStatus {
+			fmt.Fprintf(&b, "\n\t%.3f %s %s: %s", ev.At, ev.Worker, ev.Type, ev.Text)
+		}
+	}
+	return b.String()
+}
+
 // soakWatcher is one `watchd follow --json` of a job.
 type soakWatcher struct {
 	job  *soakJob
@@ -684,7 +702,8 @@ func TestSoak(t *testing.T) {
 		for k := 0; k+1 < len(rs); k++ {
 			if rs[k+1].start < rs[k].end {
 				chatOverlaps++
-				t.Errorf("chat %s: job %s started at %.3f while job %s ran (until %.3f)", chat, rs[k+1].job, rs[k+1].start, rs[k].job, rs[k].end)
+				t.Errorf("chat %s: job %s started at %.3f while job %s ran (until %.3f)%s", chat, rs[k+1].job, rs[k+1].start, rs[k].job, rs[k].end,
+					soakStory(s, results[rs[k].job]))
 			}
 		}
 	}
