@@ -110,4 +110,30 @@ install: build
 	install -m 0644 clients/openwebui/vm_agent.py clients/openwebui/vm_agent_progress.py $(DESTDIR)$(PREFIX)/share/vmspool/openwebui/
 
 clean:
-	rm -rf bin var
+	rm -rf bin var build
+
+# The Debian package, build/vmspool_<version>_<arch>.deb (README, "Install";
+# packaging/): what make install stages with PREFIX=/usr, the man pages
+# written from the staged commands' own -h, packed by goreleaser's nfpm.
+# The packager is a module of its own (packaging/go.mod), so that nfpm's
+# dependencies stay out of the binaries'. The version comes from git
+# describe (packaging/version.sh). The binaries are linked again for it
+# without their symbol table and DWARF (-s -w), as Debian ships them:
+# panics still print their stacks.
+.PHONY: deb deb-lint
+DEB_VERSION ?= $(shell ./packaging/version.sh)
+DEB_ARCH    ?= $(shell $(GO) env GOARCH)
+DEB_STAGE    = build/deb/root
+deb:
+	rm -rf $(DEB_STAGE) build/vmspool_*.deb
+	$(MAKE) install PREFIX=/usr SYSCONFDIR=/etc DESTDIR=$(CURDIR)/$(DEB_STAGE)
+	$(GOBUILD) -ldflags='-s -w' -o $(DEB_STAGE)/usr/bin/ $(addprefix ./cmd/,$(BINS))
+	cd packaging && CGO_ENABLED=0 $(GO) build -trimpath -o ../build/vmspool-pkg .
+	build/vmspool-pkg deb --version '$(DEB_VERSION)' --arch '$(DEB_ARCH)' --stage $(DEB_STAGE) --out build
+
+# lintian on the package: no error (warnings are shown). Skips, saying so,
+# where lintian is not installed (make test-deps installs it).
+deb-lint: deb
+	@if command -v lintian >/dev/null; then \
+		lintian --fail-on error --display-level '>=warning' build/vmspool_*.deb; \
+	else echo "deb-lint: skipped: no lintian (apt-get install lintian; make test-deps does)"; fi
