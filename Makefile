@@ -125,7 +125,7 @@ clean:
 # describe (packaging/version.sh). The binaries are linked again for it
 # without their symbol table and DWARF (-s -w), as Debian ships them:
 # panics still print their stacks.
-.PHONY: deb deb-lint deb-test
+.PHONY: deb deb-lint deb-install-test deb-test
 DEB_VERSION ?= $(shell ./packaging/version.sh)
 DEB_ARCH    ?= $(shell $(GO) env GOARCH)
 DEB_STAGE    = build/deb/root
@@ -142,6 +142,12 @@ deb-lint: deb
 	@if command -v lintian >/dev/null; then \
 		lintian --fail-on error --display-level '>=warning' build/vmspool_*.deb; \
 	else echo "deb-lint: skipped: no lintian (apt-get install lintian; make test-deps does)"; fi
+
+# The package installed, used, upgraded, removed and purged on this
+# machine (packaging/install-test.sh): root only, and it installs here,
+# so CI runs it (.ci/run) and make test does not.
+deb-install-test: deb
+	packaging/install-test.sh build/vmspool_*.deb
 
 # The package's checks that run anywhere, as part of make test: the build,
 # lintian, the packager's own tests, and (as root, with systemd-nspawn)
