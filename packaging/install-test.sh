@@ -126,7 +126,7 @@ check "the job files are the vmspool user's" sh -c "[ \"\$(stat -c %U $spool/$jo
 mkdir "$work/up"
 dpkg-deb -R "$deb" "$work/up/pkg"
 sed -i "s/^Version: .*/Version: $version+up1/" "$work/up/pkg/DEBIAN/control"
-dpkg-deb -b "$work/up/pkg" "$work/up/vmspool_up.deb" >/dev/null
+dpkg-deb -Zgzip -z1 -b "$work/up/pkg" "$work/up/vmspool_up.deb" >/dev/null # not xz: 18 s here
 check "upgrade" apt install --no-install-recommends "$work/up/vmspool_up.deb"
 check "the upgrade is installed" sh -c "[ \"\$(dpkg-query -W -f='\${Version}' vmspool)\" = '$version+up1' ]"
 check "the upgrade kept the jobs" test -f "$spool/$job.done" -a -f "$spool/$job.json" -a -f "$spool/$pyjob.done"
