@@ -128,13 +128,16 @@ clean:
 .PHONY: deb deb-lint deb-install-test deb-test
 DEB_VERSION ?= $(shell ./packaging/version.sh)
 DEB_ARCH    ?= $(shell $(GO) env GOARCH)
+# "Name <address>" of the package's Maintainer; empty: HEAD's git author.
+DEB_MAINTAINER ?=
 DEB_STAGE    = build/deb/root
 deb:
 	rm -rf $(DEB_STAGE) build/vmspool_*.deb
 	$(MAKE) install PREFIX=/usr SYSCONFDIR=/etc DESTDIR=$(CURDIR)/$(DEB_STAGE)
 	$(GOBUILD) -ldflags='-s -w' -o $(DEB_STAGE)/usr/bin/ $(addprefix ./cmd/,$(BINS))
 	cd packaging && CGO_ENABLED=0 $(GO) build -trimpath -o ../build/vmspool-pkg .
-	build/vmspool-pkg deb --version '$(DEB_VERSION)' --arch '$(DEB_ARCH)' --stage $(DEB_STAGE) --out build
+	build/vmspool-pkg deb --version '$(DEB_VERSION)' --arch '$(DEB_ARCH)' --stage $(DEB_STAGE) --out build \
+		--maintainer '$(DEB_MAINTAINER)'
 
 # lintian on the package: no error (warnings are shown). Skips, saying so,
 # where lintian is not installed (make test-deps installs it).
