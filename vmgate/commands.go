@@ -6,6 +6,7 @@ package vmgate
 
 import (
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"strings"
 
@@ -16,14 +17,7 @@ import (
 // exec decides one command as bash would run it: argv are its fields
 // after expansion. Commands that run other commands are unwrapped.
 func (w *walker) exec(argv []field, c *callCtx) {
-	if w.done || len(argv) == 0 {
-		return
-	}
-	w.steps++
-	if w.steps > maxSteps {
-		line, col, text := w.where(c.node)
-		w.record(&finding{reason: ReasonUndecidable, line: line, col: col, text: text, why: "the script is too large or nests too deep to read", fatal: true})
-		w.done = true
+	if w.done || len(argv) == 0 || !w.tick(1) {
 		return
 	}
 	head := argv[0]
@@ -134,8 +128,10 @@ func (w *walker) command(base string, args []field, c, inner *callCtx) {
 	case "printf":
 		w.printf(args, c)
 	case "echo":
-		out, ok := echoOutput(args)
-		w.produce(c, out, ok)
+		if c.capture != nil {
+			out, ok := echoOutput(args)
+			w.produce(c, out, ok)
+		}
 	case "tee":
 		w.tee(args, c)
 	case "cp", "mv":
@@ -174,7 +170,11 @@ func (w *walker) printf(args []field, c *callCtx) {
 		w.setVar(args[1].s, value{})
 		return
 	}
-	out, ok := printfOutput(args)
+	if c.capture == nil {
+		return // what it prints is followed only where it is read
+	}
+	out, made, ok := printfOutput(args)
+	w.charge(made)
 	w.produce(c, out, ok)
 }
 
@@ -253,6 +253,9 @@ func followedProgram(name string) bool {
 }
 
 func (w *walker) standFor(name, to string) {
+	if !w.charge(len(name) + fieldBytes) {
+		return
+	}
 	if w.aliasOf == nil {
 		w.aliasOf = map[string]string{}
 	}
@@ -449,7 +452,7 @@ func (w *walker) cat(args []field, c *callCtx) {
 }
 
 func (w *walker) produce(c *callCtx, text string, ok bool) {
-	if c.capture != nil && ok {
+	if c.capture != nil && ok && w.charge(2*len(text)) {
 		*c.capture = input{known: true, text: text}
 	}
 }
@@ -499,6 +502,9 @@ func (w *walker) dynamicCommand(argv []field, c *callCtx) {
 		w.shell(argv[1:], c)
 		return
 	}
+	if !w.charge(2 * (len(head.s) + len(head.hint))) {
+		return
+	}
 	if known := strings.ToLower(head.s + " " + head.hint); strings.Contains(known, "git") {
 		// It may well be git: judge its arguments as git's, and the words
 		// it may split into (an IFS only the run knows may cut "git:push"
@@ -532,19 +538,26 @@ func (w *walker) dynamicCommand(argv []field, c *callCtx) {
 }
 
 // mayHoldGitWrite reports whether s, cut at every character that is not
-// part of a word, holds a git write subcommand after a "git".
+// part of a word, holds a git write subcommand after a "git" (one pass:
+// s may hold up to a variable's size).
 func mayHoldGitWrite(s string) bool {
-	words := strings.FieldsFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-')
-	})
-	for i, wd := range words {
-		if wd == "git" || strings.HasSuffix(wd, "-git") {
-			for _, next := range words[i+1:] {
-				if gitWriteName(next) {
-					return true
-				}
-			}
+	isWord := func(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' }
+	seenGit := false
+	for i := 0; i < len(s); {
+		if !isWord(s[i]) {
+			i++
+			continue
 		}
+		j := i
+		for j < len(s) && isWord(s[j]) {
+			j++
+		}
+		wd := s[i:j]
+		if seenGit && gitWriteName(wd) {
+			return true
+		}
+		seenGit = seenGit || wd == "git" || strings.HasSuffix(wd, "-git")
+		i = j
 	}
 	return false
 }
@@ -735,6 +748,17 @@ func (w *walker) code(f field, c *callCtx, pos []field, keepPos bool) {
 	if hasDyn {
 		src = strings.ReplaceAll(text, string(dynMark), placeholder)
 	}
+	// A string run as code is held to the script's limits, and its tree
+	// is paid for from the walk's memory: a string in single quotes or a
+	// quoted here-document is not nested for the script's own scan.
+	big, sc := tooBig(src)
+	if big != nil {
+		w.undecidable(c, "in a string run as code, "+big.why)
+		return
+	}
+	if !w.charge(2*len(src) + treeBytes*sc.nodes) {
+		return
+	}
 	file, err := parse(src)
 	if err != nil {
 		line, col, txt := w.where(c.node)
@@ -754,27 +778,33 @@ func (w *walker) code(f field, c *callCtx, pos []field, keepPos bool) {
 		w.pos, w.posKnown = pos, true
 	}
 	w.stmts(file.Stmts, c.capture)
-	w.depth, w.src, w.placeholders = saved.depth, saved.src, saved.placeholders
+	w.depth, w.src, w.placeholders, w.cur = saved.depth, saved.src, saved.placeholders, saved.cur
 	w.oline, w.ocol = saved.oline, saved.ocol
 	w.pos, w.posKnown = saved.pos, saved.posKnown
 }
 
 func (w *walker) callFunc(name string, body *syntax.Stmt, args []field, c *callCtx) {
 	// A call the walk is already inside, with the same words, would walk
-	// the same body the same way: nothing new to see. Any other call past
-	// the limit is a limit reached, and a limit is never an allowance.
-	sig := name
+	// the same body the same way: nothing new to see. Any other call is
+	// followed while the budgets last (budget.go): deep but finite chains
+	// are read to their end, and a budget that runs out is a refusal,
+	// never an allowance.
+	if w.calling == nil {
+		w.calling = map[uint64]bool{}
+		w.callSeed = maphash.MakeSeed()
+	}
+	var h maphash.Hash
+	h.SetSeed(w.callSeed)
+	h.WriteString(name)
 	for _, a := range args {
-		sig += "\x00" + a.s
+		h.WriteByte(0)
+		h.WriteString(a.s)
 		if a.dyn {
-			sig += "\x01"
+			h.WriteByte(1)
 		}
 	}
+	sig := h.Sum64()
 	if w.calling[sig] {
-		return
-	}
-	if w.calls >= maxCalls {
-		w.undecidable(c, fmt.Sprintf("it calls functions more than %d deep", maxCalls))
 		return
 	}
 	// A refusal inside the body says which call ran it: the body's
@@ -784,16 +814,11 @@ func (w *walker) callFunc(name string, body *syntax.Stmt, args []field, c *callC
 		w.caller = fmt.Sprintf("in %s, called at line %d, col %d: %s", name, line, col, quoteCommand(text))
 		defer func() { w.caller = "" }()
 	}
-	if w.calling == nil {
-		w.calling = map[string]bool{}
-	}
 	w.calling[sig] = true
-	w.calls++
 	pos, known := w.pos, w.posKnown
 	w.pos, w.posKnown = args, true
 	w.stmt(body, nil, nil)
 	w.pos, w.posKnown = pos, known
-	w.calls--
 	delete(w.calling, sig)
 }
 
@@ -805,6 +830,9 @@ func (w *walker) defineAlias(args []field) {
 		}
 		if w.aliases == nil {
 			w.aliases = map[string]value{}
+		}
+		if !w.charge(fieldBytes) {
+			return
 		}
 		w.aliases[a.s[:i]] = value{s: a.s[i+1:], known: !a.dyn}
 	}
@@ -837,7 +865,7 @@ func (w *walker) alias(v value, c *callCtx) {
 }
 
 func (w *walker) set(args []field) {
-	if len(args) > maxList {
+	if len(args) > maxList || !w.charge(len(args)*fieldBytes) {
 		w.pos, w.posKnown = nil, false
 		return
 	}
@@ -1107,6 +1135,9 @@ func (w *walker) xargs(args []field, c *callCtx) {
 	if i >= len(args) {
 		return // xargs alone runs echo
 	}
+	if !w.charge((len(args) - i) * fieldBytes) {
+		return
+	}
 	rest := slices.Clone(args[i:])
 	if repl != "" {
 		for k := range rest {
@@ -1129,6 +1160,9 @@ func (w *walker) findExec(args []field, c *callCtx) {
 			j := i + 1
 			for j < len(args) && args[j].s != ";" && args[j].s != "+" {
 				j++
+			}
+			if !w.charge((j - i) * fieldBytes) {
+				return
 			}
 			cmd := slices.Clone(args[i+1 : j])
 			for k := range cmd {
@@ -1164,17 +1198,18 @@ func echoOutput(args []field) (string, bool) {
 // printfOutput renders what printf prints, as bash's printf does (the
 // format reused while arguments remain, every conversion and escape), with
 // mvdan.cc/sh's own implementation of it; a dynamic word or a format it
-// refuses is not followed.
-func printfOutput(args []field) (string, bool) {
+// refuses is not followed. made is what rendering it made, followed or
+// not (a width of 999999 makes a megabyte).
+func printfOutput(args []field) (text string, made int, ok bool) {
 	if len(args) > 0 && args[0].s == "--" {
 		args = args[1:]
 	}
 	if len(args) == 0 {
-		return "", false
+		return "", 0, false
 	}
 	for _, a := range args {
 		if a.dyn {
-			return "", false
+			return "", 0, false
 		}
 	}
 	format := args[0].s
@@ -1189,12 +1224,13 @@ func printfOutput(args []field) (string, bool) {
 	cfg := &expand.Config{}
 	for round := 0; round < 1024; round++ {
 		out, n, err := expand.Format(cfg, format, rest)
+		made += 2 * len(out)
 		if err != nil {
-			return "", false
+			return "", made, false
 		}
 		b.WriteString(out)
 		if b.Len() > maxValue {
-			return "", false
+			return "", made, false
 		}
 		if n == 0 || n >= len(rest) {
 			break
@@ -1202,8 +1238,8 @@ func printfOutput(args []field) (string, bool) {
 		rest = rest[n:]
 	}
 	// printf stops at a NUL byte in what it prints.
-	text, _, _ := strings.Cut(b.String(), "\x00")
-	return text, true
+	text, _, _ = strings.Cut(b.String(), "\x00")
+	return text, made, true
 }
 
 // runFile reads a script file the script itself wrote earlier; other

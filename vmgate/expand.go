@@ -52,8 +52,15 @@ func (e *expander) flush() {
 		return
 	}
 	e.f.s = string(e.cur)
+	e.w.charge(3*len(e.cur) + len(e.f.hint) + fieldBytes)
 	if e.f.brace {
+		n := len(e.out)
 		e.out = braces(e.out, e.f, 0)
+		size := 0
+		for _, f := range e.out[n:] {
+			size += len(f.s) + fieldBytes
+		}
+		e.w.charge(size)
 		e.cur = e.cur[:0]
 		e.f = field{}
 		e.started = false
@@ -63,6 +70,19 @@ func (e *expander) flush() {
 	e.cur = e.cur[:0]
 	e.f = field{}
 	e.started = false
+}
+
+// room makes room for n more bytes in the word being built, doubling:
+// append's own growth, a quarter at a time past 256 bytes, allocates five
+// times a long word's size when it is built a byte at a time; doubling
+// allocates at most twice, which the charge at flush covers.
+func (e *expander) room(n int) {
+	if cap(e.cur)-len(e.cur) >= n {
+		return
+	}
+	b := make([]byte, len(e.cur), 2*(len(e.cur)+n))
+	copy(b, e.cur)
+	e.cur = b
 }
 
 func (e *expander) mark(hint string) {
@@ -82,6 +102,7 @@ func (e *expander) addHint(h string) {
 
 // fields expands a command's word into the fields bash would pass.
 func (w *walker) fields(dst []field, word *syntax.Word) []field {
+	w.tick(1)
 	e := expander{w: w, out: dst, split: true}
 	if len(word.Parts) == 1 {
 		if pe, ok := word.Parts[0].(*syntax.ParamExp); ok && pe.Param != nil {
@@ -106,17 +127,20 @@ func (w *walker) fields(dst []field, word *syntax.Word) []field {
 // str expands a word as one string, the way bash expands an assignment's
 // value or a here-string: no field splitting, no globbing.
 func (w *walker) str(word *syntax.Word) field {
+	w.tick(1)
 	e := expander{w: w}
 	for i, p := range word.Parts {
 		e.part(p, false, i == 0)
 	}
 	e.f.s = string(e.cur)
+	w.charge(3*len(e.cur) + len(e.f.hint) + fieldBytes)
 	return e.f
 }
 
 // heredoc expands a here-document's body: parameters and substitutions,
 // but no quote removal; a quoted delimiter leaves the body as it is.
 func (w *walker) heredoc(word *syntax.Word, quotedDelim bool) field {
+	w.tick(1)
 	if quotedDelim {
 		var b strings.Builder
 		for _, p := range word.Parts {
@@ -124,6 +148,7 @@ func (w *walker) heredoc(word *syntax.Word, quotedDelim bool) field {
 				b.WriteString(l.Value)
 			}
 		}
+		w.charge(2*b.Len() + fieldBytes)
 		return field{s: b.String()}
 	}
 	e := expander{w: w, heredoc: true}
@@ -131,17 +156,22 @@ func (w *walker) heredoc(word *syntax.Word, quotedDelim bool) field {
 		e.part(p, true, false)
 	}
 	e.f.s = string(e.cur)
+	w.charge(3*len(e.cur) + len(e.f.hint) + fieldBytes)
 	return e.f
 }
 
 func (e *expander) part(p syntax.WordPart, quoted, first bool) {
 	w := e.w
+	if !w.tick(1) {
+		return
+	}
 	switch p := p.(type) {
 	case *syntax.Lit:
 		e.lit(p.Value, quoted, first)
 	case *syntax.SglQuoted:
 		e.f.quoted = true
 		e.started = true
+		e.room(len(p.Value))
 		if p.Dollar {
 			e.cur = append(e.cur, ansiC(p.Value)...)
 		} else {
@@ -187,6 +217,7 @@ func (e *expander) part(p syntax.WordPart, quoted, first bool) {
 
 func (e *expander) lit(s string, quoted, first bool) {
 	e.started = true
+	e.room(len(s))
 	if e.w.placeholders && strings.Contains(s, placeholder) {
 		parts := strings.Split(s, placeholder)
 		for i, p := range parts {
@@ -244,6 +275,7 @@ func (e *expander) addValue(v string, quoted bool) {
 		e.mark("") // too big to follow: unknown
 		return
 	}
+	e.room(len(v))
 	if quoted || !e.split {
 		e.cur = append(e.cur, v...)
 		return
@@ -318,7 +350,7 @@ func (e *expander) param(p *syntax.ParamExp, quoted bool) {
 		// hint of what the word may be.
 		if p.Param != nil {
 			if v, ok := w.vars[p.Param.Value]; ok {
-				hint += " " + v.s + " " + strings.Join(v.list, " ") + " " + v.hint
+				hint += " " + w.hintOf(v)
 			}
 		}
 		e.mark(hint)
@@ -436,7 +468,7 @@ func (e *expander) indexed(v value, index syntax.ArithmExpr, quoted bool) {
 	n, err := strconv.Atoi(idx)
 	switch {
 	case err != nil || !v.arr || n < 0:
-		e.mark(strings.Join(v.list, " "))
+		e.mark(e.w.hintOf(v))
 	case n < len(v.list):
 		e.addValue(v.list[n], quoted)
 	default:

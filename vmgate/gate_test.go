@@ -125,7 +125,7 @@ var tableCases = []struct{ script, want string }{
 	{`f() { echo "$1"; [ "$1" = x ] || f x; }; f y`, "allow"},
 	{`countdown() { [ "$1" -gt 0 ] && countdown $(($1-1)); echo "$1"; }; countdown 3`, "allow"},
 	{`f() { git status; f; }; f`, "allow"},
-	{"f0() { git status; }; f1() { f0; }; f2() { f1; }; f3() { f2; }; f4() { f3; }; f5() { f4; }; f6() { f5; }; f7() { f6; }; f8() { f7; }; f9() { f8; }; f10() { f9; }; f11() { f10; }; f12() { f11; }; f13() { f12; }; f14() { f13; }; f15() { f14; }; f16() { f15; }; f17() { f16; }; f17", "undecidable"},
+	{"f0() { git status; }; f1() { f0; }; f2() { f1; }; f3() { f2; }; f4() { f3; }; f5() { f4; }; f6() { f5; }; f7() { f6; }; f8() { f7; }; f9() { f8; }; f10() { f9; }; f11() { f10; }; f12() { f11; }; f13() { f12; }; f14() { f13; }; f15() { f14; }; f16() { f15; }; f17() { f16; }; f17", "allow"},
 	// Word splitting follows IFS: the default (bash never takes IFS from
 	// the environment), one the script set, or, when only the run knows
 	// it, undecidable where the word may hold a git write.

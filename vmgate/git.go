@@ -186,8 +186,12 @@ func (w *walker) gitEnv(c *callCtx) (gitResult, bool) {
 			return r, true
 		}
 	}
+	if !w.gitKeys {
+		return gitResult{}, false
+	}
 	// In name order, so that the same script always gets the same verdict.
 	var names []string
+	w.tick(len(w.vars))
 	for name := range w.vars {
 		if strings.HasPrefix(name, "GIT_CONFIG_KEY_") {
 			names = append(names, name)
@@ -221,6 +225,9 @@ func (w *walker) envLookup(c *callCtx, name string) (field, bool) {
 		}
 	}
 	if v, ok := w.vars[name]; ok {
+		if v.arr {
+			w.charge(len(v.list) * fieldBytes) // joined: at most a value's size
+		}
 		return valueField(v), true
 	}
 	return field{}, false
