@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"mvdan.cc/sh/v3/syntax"
 )
 
 // FuzzCheck: no input panics or hangs the gate, and the same script gets
@@ -103,4 +105,71 @@ func reasonOf(v Verdict) string {
 		g = " " + *v.Git
 	}
 	return *v.Reason + g
+}
+
+// FuzzNesting: the scan before the parse never under-counts. The parser
+// recurses as deep as the tree it makes, so a text the scan lets through
+// has a tree no deeper than a few nodes for each level the scan counted;
+// a construct the scan missed would show as a tree far deeper than that.
+func FuzzNesting(f *testing.F) {
+	for _, tc := range tableCases {
+		f.Add(tc.script)
+	}
+	for _, s := range []string{"[[ ! ! a ]]", "(( - - 1 ))", "time time a", "f() g() { a; }", "echo $((1<<2))\n((a))", "let a=-~1", "a[-~1]=b", "${a: -1}"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, src string) {
+		if len(src) > 2048 {
+			return
+		}
+		s := measure(src)
+		if s.tooDeep() || s.tooMany() {
+			return
+		}
+		file, err := parse(src)
+		if err != nil {
+			return
+		}
+		if d := treeDepth(file); d > nodesPerLevel*(s.depth+1) {
+			t.Fatalf("%q: a tree %d deep, the scan counted %d levels", src, d, s.depth)
+		}
+	})
+}
+
+// nodesPerLevel is how many nodes of the tree one level of the scan may
+// stand for: ( is a statement, a subshell and the statement in it.
+const nodesPerLevel = 8
+
+// treeDepth is how deep the parser recursed for f: the depth of its
+// tree, but for the chains of && || and | that the parser reads in a loop
+// (a && b && c is ((a && b) && c), a tree as deep as the chain is long).
+func treeDepth(f *syntax.File) int {
+	var stack []syntax.Node
+	var steps []int
+	depth, deepest := 0, 0
+	syntax.Walk(f, func(n syntax.Node) bool {
+		if n == nil {
+			depth -= steps[len(steps)-1]
+			stack, steps = stack[:len(stack)-1], steps[:len(steps)-1]
+			return true
+		}
+		step := 1
+		if len(stack) > 0 {
+			switch p := stack[len(stack)-1].(type) {
+			case *syntax.BinaryCmd:
+				if p.X == n {
+					step = 0
+				}
+			case *syntax.Stmt:
+				if _, ok := n.(*syntax.BinaryCmd); ok {
+					step = 0
+				}
+			}
+		}
+		depth += step
+		deepest = max(deepest, depth)
+		stack, steps = append(stack, n), append(steps, step)
+		return true
+	})
+	return deepest
 }
