@@ -26,15 +26,8 @@ func (w *walker) exec(argv []field, c *callCtx) {
 		w.dynamicCommand(argv, c)
 		return
 	}
-	if to, ok := w.renamed(head); ok {
-		// hash -p /usr/bin/git g; g push: g is git.
-		if to == maybeGit {
-			w.dynamicCommand(append([]field{{s: string(dynMark), dyn: true, hint: "git"}}, argv[1:]...), c)
-			return
-		}
-		argv = append([]field{{s: to}}, argv[1:]...)
-		head, base = argv[0], to
-	}
+	// The name as written is looked up first: aliases and functions
+	// come before any program, a program the script wrote before others.
 	plain := !strings.Contains(head.s, "/")
 	if plain && w.expandAliases && !head.quoted && c.callWord != nil {
 		if v, ok := w.aliases[head.s]; ok {
@@ -54,9 +47,33 @@ func (w *walker) exec(argv []field, c *callCtx) {
 			return
 		}
 	}
+	// argv[0]: what the program is called, the word as written unless
+	// exec -a (or env -a) named it otherwise. It applies to this program
+	// only, not to what the program runs.
+	argv0 := head
+	if c.argv0 != nil {
+		argv0 = *c.argv0
+	}
+	if to, ok := w.renamed(head); ok {
+		// hash -p /usr/bin/git g; g push: g is git.
+		if to == maybeGit {
+			w.dynamicCommand(append([]field{{s: string(dynMark), dyn: true, hint: "git"}}, argv[1:]...), c)
+			return
+		}
+		base = to
+	}
 	args := argv[1:]
-	if strings.HasPrefix(base, "git-") && len(base) > 4 {
+	switch {
+	case base == "git":
+		w.gitByName(argv0, args, c)
+		return
+	case strings.HasPrefix(base, "git-") && len(base) > 4:
 		w.gitSub(base[4:], args, c)
+		if name, _ := commandName(argv0); name != base && !w.done {
+			// A git-<cmd> of git's own is git itself, which runs by its
+			// name: named otherwise, it may run what the arguments say.
+			w.gitByName(argv0, args, c)
+		}
 		return
 	}
 	if base != "git" && w.g.rules != nil {
@@ -67,6 +84,7 @@ func (w *walker) exec(argv []field, c *callCtx) {
 	inner := *c
 	inner.noFunc = true
 	inner.callWord = nil
+	inner.argv0 = nil
 	if wr, ok := wrappers[base]; ok {
 		w.wrapper(wr, args, &inner)
 		return
@@ -81,6 +99,8 @@ func (w *walker) command(base string, args []field, c, inner *callCtx) {
 	switch base {
 	case "builtin":
 		w.builtin(args, inner)
+	case "exec":
+		w.execBuiltin(args, inner)
 	case "git":
 		w.git(args, c)
 	case "bash", "sh", "dash", "zsh", "ksh", "ash", "mksh", "rbash":
@@ -153,6 +173,85 @@ func (w *walker) builtin(args []field, inner *callCtx) {
 	} else if len(args) > 0 && args[0].dyn {
 		w.dynamicCommand(args, inner)
 	}
+}
+
+// gitByName runs git as git runs itself: by the last element of its
+// argv[0], not by the file it is. Named git-<cmd> (a link or a copy of that
+// name, exec -a git-<cmd>) it runs the builtin <cmd> with the arguments,
+// and dies if there is none; named otherwise, the arguments name the
+// subcommand.
+func (w *walker) gitByName(argv0 field, args []field, c *callCtx) {
+	name, known := commandName(argv0)
+	if !known {
+		w.undecidable(c, "git's name (argv[0]) is only known at run time, and git named git-<cmd> runs <cmd>")
+		return
+	}
+	if sub, ok := strings.CutPrefix(name, "git-"); ok && sub != "" {
+		w.gitSub(sub, args, c)
+		return
+	}
+	w.git(args, c)
+}
+
+// execBuiltin is bash's exec [-cl] [-a NAME] [CMD ARGS...]: CMD runs in
+// the shell's place, named NAME (-l puts a - before its name, as a login
+// shell's).
+func (w *walker) execBuiltin(args []field, inner *callCtx) {
+	var name *field
+	login := false
+	i := 0
+loop:
+	for ; i < len(args); i++ {
+		a := args[i]
+		if a.dyn && strings.HasPrefix(a.s, "-") || a.s != "" && a.s[0] == dynMark {
+			w.dynamicCommand(args[i:], inner)
+			return
+		}
+		s := a.s
+		switch {
+		case s == "--":
+			i++
+			break loop
+		case len(s) < 2 || s[0] != '-':
+			break loop
+		}
+		for j := 1; j < len(s); j++ {
+			switch s[j] {
+			case 'c':
+			case 'l':
+				login = true
+			case 'a':
+				f := a
+				if f.s = s[j+1:]; f.s == "" {
+					if i+1 >= len(args) {
+						return
+					}
+					i++
+					f = args[i]
+				}
+				name = &f
+				j = len(s)
+			default:
+				return // exec refuses the option and runs nothing
+			}
+		}
+	}
+	if i >= len(args) {
+		return // exec with redirections only
+	}
+	in := *inner
+	switch {
+	case name != nil:
+		in.argv0 = name
+	case login:
+		in.argv0 = &args[i]
+	}
+	if login {
+		f := *in.argv0
+		f.s = "-" + f.s
+		in.argv0 = &f
+	}
+	w.exec(args[i:], &in)
 }
 
 // shopt -s expand_aliases turns aliases on.
@@ -296,7 +395,6 @@ var wrappers = map[string]wrapper{
 	"chronic":  {},
 	// command -v and -V only print.
 	"command": {noRun: func(o string) bool { return strings.ContainsAny(o, "vV") }},
-	"exec":    {opts: optSpec{short: "a"}},
 	"nice":    {opts: optSpec{short: "n", long: []string{"adjustment"}}},
 	"time":    {opts: optSpec{short: "fo", long: []string{"format", "output"}}},
 	"timeout": {opts: optSpec{short: "sk", long: []string{"signal", "kill-after"}}, skip: 1}, // the duration
@@ -807,6 +905,20 @@ func (w *walker) callFunc(name string, body *syntax.Stmt, args []field, c *callC
 	if w.calling[sig] {
 		return
 	}
+	if w.defWalk > 0 {
+		// Where a function is defined, a call in its body is read once
+		// for each words: the callee was read where it was defined, and
+		// reading it again for every caller's definition would read a
+		// chain of n functions n*n/2 times. Only a certain write counts
+		// here, and a call of the function reads its body again anyway.
+		if w.defCalled[sig] {
+			return
+		}
+		if w.defCalled == nil {
+			w.defCalled = map[uint64]bool{}
+		}
+		w.defCalled[sig] = true
+	}
 	// A refusal inside the body says which call ran it: the body's
 	// "$@" means little without the call's words.
 	if w.caller == "" && w.depth == 0 {
@@ -1023,7 +1135,18 @@ func (w *walker) env(args []field, c *callCtx) {
 		}
 		switch {
 		case s == "--":
-		case s == "-u" || s == "--unset" || s == "-C" || s == "--chdir" || s == "-a" || s == "--argv0":
+		case s == "-a" || s == "--argv0":
+			// newer coreutils: the command's argv[0]
+			if i+1 < len(args) {
+				f := args[i+1]
+				c.argv0 = &f
+			}
+			i++
+		case strings.HasPrefix(s, "--argv0="):
+			f := a
+			f.s = s[len("--argv0="):]
+			c.argv0 = &f
+		case s == "-u" || s == "--unset" || s == "-C" || s == "--chdir":
 			i++
 		case s == "-S" || s == "--split-string":
 			if i+1 < len(args) {
@@ -1042,6 +1165,10 @@ func (w *walker) env(args []field, c *callCtx) {
 				return
 			}
 			if last := s[len(s)-1]; last == 'u' || last == 'C' || last == 'a' {
+				if last == 'a' && i+1 < len(args) {
+					f := args[i+1]
+					c.argv0 = &f
+				}
 				i++
 			}
 		default:

@@ -55,21 +55,58 @@ func FuzzRoutes(f *testing.F) {
 			return
 		}
 		want := Check(script)
-		q := shellQuote(script)
-		for _, rw := range []string{
-			"f() {\n" + script + "\n}\nf",
-			"x=" + q + "\neval \"$x\"",
-			"sh -c " + q,
-			"bash -c " + q,
-			"printf '%s\\n' " + q + " | sh",
-			"echo " + q + " | bash",
-		} {
+		for _, rw := range routes(script) {
 			got := Check(rw)
 			if got.Allowed != want.Allowed {
 				t.Fatalf("%q: %v (%s)\nrewritten %q: %v (%s)", script, want.Allowed, reasonOf(want), rw, got.Allowed, reasonOf(got))
 			}
 		}
 	})
+}
+
+// routes are a script's rewrites through the routes the gate models:
+// every script through a function, eval of a variable, sh -c and a pipe
+// into a shell; a script that starts with git SUB through git's own
+// dispatch on its name (exec -a git-SUB, a link named git-SUB).
+func routes(script string) []string {
+	q := shellQuote(script)
+	rws := []string{
+		"f() {\n" + script + "\n}\nf",
+		"x=" + q + "\neval \"$x\"",
+		"sh -c " + q,
+		"bash -c " + q,
+		"printf '%s\\n' " + q + " | sh",
+		"echo " + q + " | bash",
+	}
+	if sub, rest, ok := gitFirst(script); ok {
+		rws = append(rws,
+			"exec -a git-"+sub+" git"+rest,
+			"(exec -a git-"+sub+" git"+rest+"\n)",
+			"ln -s /usr/bin/git /tmp/git-"+sub+" && /tmp/git-"+sub+rest,
+			"cp /usr/bin/git ./git-"+sub+"; ./git-"+sub+rest,
+		)
+	}
+	return rws
+}
+
+// gitFirst splits a script whose first command is git SUB (a subcommand
+// the gate knows, no option before it, nothing else in the command's
+// statement) into SUB and what follows it.
+func gitFirst(script string) (sub, rest string, ok bool) {
+	f, err := parse(script)
+	if err != nil || len(f.Stmts) == 0 {
+		return "", "", false
+	}
+	st := f.Stmts[0]
+	ce, isCall := st.Cmd.(*syntax.CallExpr)
+	if !isCall || len(ce.Assigns) > 0 || len(ce.Args) < 2 || ce.Args[0].Lit() != "git" || st.Pos() != ce.Pos() {
+		return "", "", false
+	}
+	sub = ce.Args[1].Lit()
+	if _, known := gitTable[sub]; !known {
+		return "", "", false
+	}
+	return sub, script[ce.Args[1].End().Offset():], true
 }
 
 // routable keeps the scripts whose rewrites mean the same to bash: one

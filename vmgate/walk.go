@@ -39,6 +39,7 @@ type walker struct {
 	funcs         map[string]*syntax.Stmt
 	caller        string // the outermost function call being read, for messages
 	calling       map[uint64]bool
+	defCalled     map[uint64]bool // calls read where a function is defined
 	callSeed      maphash.Seed
 	aliases       map[string]value
 	expandAliases bool
@@ -866,6 +867,7 @@ type callCtx struct {
 	moreArgs bool   // xargs: more arguments come from its input
 	callWord *syntax.Word
 	call     *syntax.CallExpr
+	argv0    *field // exec -a NAME: what the next program is called
 }
 
 type envVar struct {
