@@ -951,30 +951,95 @@ func (w *walker) defineAlias(args []field) {
 }
 
 // alias expands an alias the script defined (with expand_aliases on) by
-// parsing its value followed by the rest of the command as code.
+// parsing its value followed by the rest of the command as code, with
+// bash's rules: the first word of a value is an alias too, unless it is
+// one whose value is being read (alias ls='ls -la'); and a value that ends
+// in a blank makes the next word an alias too (alias sudo='sudo '), and
+// so on down the chain.
 func (w *walker) alias(v value, c *callCtx) {
-	if !v.known {
+	ae := aliasExpansion{w: w, active: map[string]bool{}}
+	text, blank := ae.word(c.callWord.Lit())
+	rest := ""
+	if ce := c.call; ce != nil {
+		pos := int(c.callWord.End().Offset())
+		for k := 1; blank && k < len(ce.Args) && !ae.unknown; k++ {
+			wd := ce.Args[k]
+			a, b := pos, int(wd.Pos().Offset())
+			if wd.Lit() == "" || a > b || b > len(w.src) {
+				break // a quoted word, or one with an expansion, is no alias
+			}
+			var t string
+			t, blank = ae.word(wd.Lit())
+			text += w.src[a:b] + t
+			pos = int(wd.End().Offset())
+		}
+		if b := int(ce.End().Offset()); pos <= b && b <= len(w.src) {
+			rest = w.src[pos:b]
+		}
+	}
+	if ae.unknown {
 		w.undecidable(c, "it calls an alias whose value is only known at run time")
 		return
 	}
-	rest := ""
-	if ce := c.call; ce != nil {
-		a, b := int(c.callWord.End().Offset()), int(ce.End().Offset())
-		if a <= b && b <= len(w.src) {
-			rest = w.src[a:b]
+	// What bash expanded is expanded: the aliases read here are not
+	// expanded again in what they made (alias ls='ls -la' runs ls).
+	saved := map[string]value{}
+	for name := range ae.used {
+		saved[name] = w.aliases[name]
+		delete(w.aliases, name)
+	}
+	w.code(field{s: text + rest}, c, nil, true)
+	for name, v := range saved {
+		if _, redefined := w.aliases[name]; !redefined {
+			w.aliases[name] = v
 		}
 	}
-	// An alias is not expanded within its own expansion.
-	name := c.callWord.Lit()
-	delete(w.aliases, name)
-	w.code(field{s: v.s + rest}, c, nil, true)
-	if w.aliases == nil {
-		w.aliases = map[string]value{}
-	}
-	if _, redefined := w.aliases[name]; !redefined {
-		w.aliases[name] = v
-	}
 }
+
+// aliasExpansion expands the words of one command as bash's parser does.
+type aliasExpansion struct {
+	w       *walker
+	active  map[string]bool // aliases whose value is being read
+	used    map[string]bool
+	unknown bool // an alias whose value only the run knows
+}
+
+// word expands word if it is an alias, and says whether what it made
+// ends in a blank (the next word is then checked too).
+func (ae *aliasExpansion) word(word string) (string, bool) {
+	v, ok := ae.w.aliases[word]
+	if !ok || ae.active[word] || ae.unknown {
+		return word, false
+	}
+	if !v.known {
+		ae.unknown = true
+		return word, false
+	}
+	if ae.used == nil {
+		ae.used = map[string]bool{}
+	}
+	ae.used[word] = true
+	ae.active[word] = true
+	defer delete(ae.active, word)
+	// The value's first word is in the alias's place: checked too.
+	lead := len(v.s) - len(strings.TrimLeft(v.s, " \t"))
+	end := lead
+	for end < len(v.s) && strings.IndexByte(" \t\n;&|()<>'\"\\$`", v.s[end]) < 0 {
+		end++
+	}
+	first, tail := v.s[lead:end], v.s[end:]
+	if first == "" || end < len(v.s) && strings.IndexByte(" \t\n;&|", v.s[end]) < 0 {
+		return v.s, blankEnd(v.s) // quoted or joined to more: no alias
+	}
+	t, blank := ae.word(first)
+	ae.w.charge(len(t) + len(v.s))
+	if tail == "" {
+		return v.s[:lead] + t, blank
+	}
+	return v.s[:lead] + t + tail, blankEnd(tail)
+}
+
+func blankEnd(s string) bool { return s != "" && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') }
 
 func (w *walker) set(args []field) {
 	if len(args) > maxList || !w.charge(len(args)*fieldBytes) {

@@ -78,6 +78,10 @@ func routes(script string) []string {
 		"printf '%s\\n' " + q + " | sh",
 		"echo " + q + " | bash",
 	}
+	if word, rest, ok := firstWord(script); ok {
+		// An alias whose value ends in a blank checks the next word.
+		rws = append(rws, "shopt -s expand_aliases\nalias w0=' '\nalias w1="+shellQuote(word)+"\nw0 w1"+rest)
+	}
 	if sub, rest, ok := gitFirst(script); ok {
 		rws = append(rws,
 			"exec -a git-"+sub+" git"+rest,
@@ -107,6 +111,25 @@ func gitFirst(script string) (sub, rest string, ok bool) {
 		return "", "", false
 	}
 	return sub, script[ce.Args[1].End().Offset():], true
+}
+
+// firstWord splits a script whose first statement is a simple command
+// into its command word, a plain word, and what follows it.
+func firstWord(script string) (word, rest string, ok bool) {
+	f, err := parse(script)
+	if err != nil || len(f.Stmts) == 0 {
+		return "", "", false
+	}
+	st := f.Stmts[0]
+	ce, isCall := st.Cmd.(*syntax.CallExpr)
+	if !isCall || len(ce.Assigns) > 0 || len(ce.Args) == 0 || st.Pos() != ce.Pos() {
+		return "", "", false
+	}
+	word = ce.Args[0].Lit()
+	if word == "" || strings.HasPrefix(word, "w0") || strings.HasPrefix(word, "w1") {
+		return "", "", false
+	}
+	return word, script[ce.Args[0].End().Offset():], true
 }
 
 // routable keeps the scripts whose rewrites mean the same to bash: one

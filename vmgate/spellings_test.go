@@ -59,6 +59,44 @@ func TestArgv0Dispatch(t *testing.T) {
 	})
 }
 
+// With expand_aliases, an alias whose value ends in a blank makes bash
+// check the next word for an alias too.
+func TestAliasChains(t *testing.T) {
+	const on = "shopt -s expand_aliases\n"
+	checkTable(t, []struct{ script, want string }{
+		{on + "alias run='command '; alias gg=git\nrun gg reset --hard", "git:reset"},
+		{on + "alias run='command '; alias gg=git\nrun gg status", "allow"},
+		{on + "alias s='sudo '; alias g='git'\ns g push", "git:push"},
+		{on + "alias s='sudo '; alias g='git'\ns g log -1", "allow"},
+		{on + "alias nop=' '; alias c='git commit'\nnop c -m x", "git:commit"},
+		{on + "alias a1='a2 '; alias a2='env '; alias a3='git push'\na1 a3 origin", "git:push"},
+		{on + "alias t='time '; alias n='nice '; alias g=git\nt n g gc", "git:gc"},
+		// No blank at the end: the next word is an argument.
+		{on + "alias run='command'; alias gg=git\nrun gg reset --hard", "allow"},
+		// A quoted word is not an alias.
+		{on + "alias run='command '; alias gg=git\nrun 'gg' reset --hard", "allow"},
+		{on + "alias run='command '; alias gg=git\nrun -p gg reset", "allow"},
+		// Without expand_aliases, no alias at all.
+		{"alias run='command '; alias gg=git\nrun gg reset --hard", "allow"},
+		// An alias is not expanded within its own expansion.
+		{on + "alias x='x '\nx x x", "allow"},
+		// g's expansion starts with g, which is not expanded again: bash
+		// runs a command g, with git and push for its arguments.
+		{on + "alias g='g '; alias h=git\ng h push", "allow"},
+		// ...but once g's value is read, g is an alias again: h's value
+		// g is expanded, as bash does (command command git push).
+		{on + "alias g='command '; alias h='g '; alias i=git\ng h i push", "git:push"},
+		{on + "alias g='echo '; alias h='g '; alias i=git\ng h i push", "allow"},
+		// The first word of a value is an alias too; a word joined to
+		// more is not.
+		{on + "alias a=b; alias b=git\na push", "git:push"},
+		{on + "alias ls='ls -la'\nls; ls /tmp", "allow"},
+		{on + "alias a='b;c'; alias b=git; alias c='git push'\na", "git:push"},
+		{on + "alias a='b\"x\"'; alias b=git\na push", "allow"},
+		{on + "alias run='command '; alias gg=\"$G\"\nrun gg push", "undecidable"},
+	})
+}
+
 // Call chains are followed while the budgets last, and past them the
 // refusal says which budget ran out.
 func TestDeepCalls(t *testing.T) {
