@@ -433,6 +433,17 @@ func (g gitArgs) has(names ...string) bool {
 	return false
 }
 
+// hasLines says whether git tag's -n[<num>] was given (lines of each
+// tag's message: a listing option).
+func (g gitArgs) hasLines() bool {
+	for _, o := range g.opts {
+		if n, ok := strings.CutPrefix(o, "-n"); ok && strings.Trim(n, "0123456789") == "" {
+			return true
+		}
+	}
+	return false
+}
+
 func isLetters(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if !(s[i] >= 'a' && s[i] <= 'z' || s[i] >= 'A' && s[i] <= 'Z') {
@@ -648,6 +659,10 @@ var byOptions = map[string]struct {
 		}
 		return gitRead
 	}},
+	// git tag lists when asked (-l), and when -n or a filter is given
+	// without a mode: git tag -n2 release-1 lists the tags matching
+	// release-1. --sort, --format, --column and -i do not: with a name they
+	// create a tag, as git does.
 	"tag": {" -m --message -F --file -u --local-user --contains --no-contains --merged --no-merged --points-at --sort --format --cleanup ", func(g gitArgs) gitKind {
 		switch {
 		case g.has("-d", "--delete"):
@@ -656,18 +671,23 @@ var byOptions = map[string]struct {
 			return gitRead
 		case g.has("-a", "--annotate", "-s", "--sign", "-m", "--message", "-F", "--file", "-u", "--local-user", "-f", "--force", "-e", "--edit"):
 			return gitWrite
+		case g.has("--contains", "--no-contains", "--merged", "--no-merged", "--points-at") || g.hasLines():
+			return gitRead
 		case g.dyn:
 			return gitUndecidable
-		case len(g.ops) > 0 && !g.has("--contains", "--no-contains", "--merged", "--no-merged", "--points-at"):
+		case len(g.ops) > 0:
 			return gitWrite
 		}
 		return gitRead
 	}},
+	// git branch lists when asked (--list, --show-current, -a, -r) and
+	// when a filter is given; -v, --sort and --format only say how a list
+	// looks: with a name they create a branch, as git does.
 	"branch": {" -u --set-upstream-to --contains --no-contains --merged --no-merged --points-at --sort --format ", func(g gitArgs) gitKind {
 		switch {
 		case g.has("-d", "-D", "--delete", "-m", "-M", "--move", "-c", "-C", "--copy", "-u", "--set-upstream-to", "--unset-upstream", "--edit-description", "--set-upstream"):
 			return gitWrite
-		case g.has("-l", "--list", "--show-current", "-a", "--all", "-r", "--remotes", "-v", "--verbose", "--contains", "--no-contains", "--merged", "--no-merged", "--points-at", "--format", "--sort"):
+		case g.has("-l", "--list", "--show-current", "-a", "--all", "-r", "--remotes", "--contains", "--no-contains", "--merged", "--no-merged", "--points-at"):
 			return gitRead
 		case g.dyn:
 			return gitUndecidable

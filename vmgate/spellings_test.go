@@ -97,6 +97,43 @@ func TestAliasChains(t *testing.T) {
 	})
 }
 
+// Reads that were refused as writes: git tag lists when -n or a filter
+// asks it to, as git does, and git branch creates a branch with -v,
+// --sort or --format, as git does.
+func TestListingReads(t *testing.T) {
+	checkTable(t, []struct{ script, want string }{
+		{"git tag -n2 release-1", "allow"},
+		{"git tag -n 'v1.*'", "allow"},
+		{"git tag -n5 --sort=-v:refname 'v*'", "allow"},
+		{"git tag --contains HEAD v1", "allow"},
+		{"git tag --no-contains v1 'v2*'", "allow"},
+		{"git tag --merged main 'rel-*'", "allow"},
+		{"git tag --no-merged=main 'rel-*'", "allow"},
+		{"git tag --points-at HEAD rel", "allow"},
+		{"git tag -l --format='%(refname)' 'v*'", "allow"},
+		// Listing options that do not ask for a list: a name creates.
+		{"git tag --sort=refname rel-x", "git:tag"},
+		{"git tag --format='%(refname)' rel-y", "git:tag"},
+		{"git tag -i rel-w", "git:tag"},
+		{"git tag --column rel-z", "git:tag"},
+		{"git tag -d release-1", "git:tag"},
+		{"git tag -a v2 -m release", "git:tag"},
+		{"git tag v2", "git:tag"},
+		// branch: the same rule, and its listing options.
+		{"git branch -v", "allow"},
+		{"git branch -vv --sort=-committerdate", "allow"},
+		{"git branch --format='%(refname:short)'", "allow"},
+		{"git branch --list 'fix/*' -v", "allow"},
+		{"git branch -a -v", "allow"},
+		{"git branch --merged main old", "allow"},
+		{"git branch -v newbranch", "git:branch"},
+		{"git branch --sort=refname newbranch", "git:branch"},
+		{"git branch --format=x newbranch", "git:branch"},
+		{"git branch -i newbranch", "git:branch"},
+		{"git branch -t topic origin/main", "git:branch"},
+	})
+}
+
 // Call chains are followed while the budgets last, and past them the
 // refusal says which budget ran out.
 func TestDeepCalls(t *testing.T) {
