@@ -781,10 +781,11 @@ loop:
 		}
 	}
 	rest := args[min(i, len(args)):]
-	if aliases && !w.expandAliases {
-		w.expandAliases = true
-		defer func() { w.expandAliases = false }()
-	}
+	// A new shell starts without the aliases of this one, and expands
+	// aliases only if interactive or told to: shopt is no environment.
+	savedOn, savedAliases := w.expandAliases, w.aliases
+	w.expandAliases, w.aliases = aliases, nil
+	defer func() { w.expandAliases, w.aliases = savedOn, savedAliases }()
 	switch {
 	case cmode:
 		if len(rest) == 0 {

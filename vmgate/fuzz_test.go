@@ -66,8 +66,9 @@ func FuzzRoutes(f *testing.F) {
 
 // routes are a script's rewrites through the routes the gate models:
 // every script through a function, eval of a variable, sh -c and a pipe
-// into a shell; a script that starts with git SUB through git's own
-// dispatch on its name (exec -a git-SUB, a link named git-SUB).
+// into a shell, and its command word through an alias chain; a script
+// that starts with git SUB through git's own dispatch on its name (exec -a
+// git-SUB, a link named git-SUB) and through an alias it defines.
 func routes(script string) []string {
 	q := shellQuote(script)
 	rws := []string{
@@ -88,6 +89,9 @@ func routes(script string) []string {
 			"(exec -a git-"+sub+" git"+rest+"\n)",
 			"ln -s /usr/bin/git /tmp/git-"+sub+" && /tmp/git-"+sub+rest,
 			"cp /usr/bin/git ./git-"+sub+"; ./git-"+sub+rest,
+			// An alias the invocation defines, git's words or a shell's.
+			"git -c alias.zz="+sub+" zz"+rest,
+			"git -c alias.zz='!git "+sub+"' zz"+rest,
 		)
 	}
 	return rws

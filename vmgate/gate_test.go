@@ -374,7 +374,8 @@ var tableCases = []struct{ script, want string }{
 	{"git --exec-path=/usr/libexec/git-core/ commit -m x", "git:commit"},
 	{"git --version", "allow"},
 	{"git -c color.ui=never -c core.quotepath=off diff", "allow"},
-	{"git -c alias.st=status st", "git:-c"},
+	{"git -c alias.st=status st", "allow"},
+	{"git -c alias.st='!git stash' st", "git:stash"},
 	{"git -c core.fsmonitor=/tmp/x status", "git:-c"},
 	// The external diff command is judged as code, as the pager is: a
 	// program it names is run as the script would run it (a file the
@@ -400,7 +401,8 @@ var tableCases = []struct{ script, want string }{
 	{"git difftool --extcmd='git commit -m x'", "git:commit"},
 	{"GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=alias.x GIT_CONFIG_VALUE_0='!git commit' git x", "git:GIT_CONFIG_KEY_0"},
 	{"GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=color.ui GIT_CONFIG_VALUE_0=never git log", "allow"},
-	{"git --config-env=alias.x=ENV x", "git:-c"},
+	{"git --config-env=alias.x=ENV x", "undecidable"},
+	{"git --config-env=core.hooksPath=ENV status", "git:-c"},
 	// The policy, line by line.
 	{"git clone https://example.com/r.git", "git:clone"},
 	{"git config user.name", "allow"},

@@ -134,6 +134,45 @@ func TestListingReads(t *testing.T) {
 	})
 }
 
+// An alias defined inline is judged by what it expands to.
+func TestInlineAliases(t *testing.T) {
+	checkTable(t, []struct{ script, want string }{
+		{"git -c alias.hist='log --graph' hist", "allow"},
+		{"git -c alias.hist='log --graph --oneline' hist -5", "allow"},
+		{"git -c alias.st=status st", "allow"},
+		{"git -c alias.st='status --short' -c color.ui=never st", "allow"},
+		{"git -c alias.ci=commit ci -m x", "git:commit"},
+		{"git -c alias.up='pull --rebase' up", "git:pull"},
+		{"git -c alias.x='!git commit -am y' x", "git:commit"},
+		{"git -c alias.x='!f() { git push; }; f' x", "git:push"},
+		{"git -c alias.x='!git \"$@\"' x push", "git:push"},
+		{"git -c alias.x='!git \"$@\"' x log", "allow"},
+		{"git -c alias.x='!echo hello' x", "allow"},
+		{"git -c alias.x='!sh -c \"git status\"' x", "allow"},
+		// Aliases of aliases, and a loop (git dies: alias loop).
+		{"git -c alias.a=b -c alias.b=log a", "allow"},
+		{"git -c alias.a=b -c alias.b='!git push' a", "git:push"},
+		{"git -c alias.a=b -c alias.b=a a", "allow"},
+		// The alias is unused: the subcommand is another, or a builtin
+		// of that name (git runs the builtin, never the alias).
+		{"git -c alias.x='!git push' log", "allow"},
+		{"git -c alias.status='!git push' status", "allow"},
+		{"git -c alias.log=commit log", "allow"},
+		// Case does not matter to git's keys.
+		{"git -c alias.CI=commit ci -m x", "git:commit"},
+		{"git -c Alias.x='log' x", "allow"},
+		// Values only the run knows.
+		{`git -c alias.x="$A" x`, "undecidable"},
+		{`git -c alias.x="$A" log`, "allow"},
+		{"git --config-env=alias.x=GA x", "undecidable"},
+		{"GA='log -1'; git --config-env=alias.x=GA x", "allow"},
+		{"GA=commit; git --config-env=alias.x=GA x -m y", "git:commit"},
+		// An external git-<cmd> of the name may run instead of the alias:
+		// both are judged.
+		{"git -c alias.lfs='!git push' lfs ls-files", "git:push"},
+	})
+}
+
 // Call chains are followed while the budgets last, and past them the
 // refusal says which budget ran out.
 func TestDeepCalls(t *testing.T) {

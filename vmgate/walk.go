@@ -44,6 +44,7 @@ type walker struct {
 	aliases       map[string]value
 	expandAliases bool
 	gitKeys       bool // a GIT_CONFIG_KEY_<n> was set: gitEnv looks for them
+	probing       int  // > 0 while a word that may be git is tried as git
 
 	// The budgets spent (budget.go), and the statement being read, for
 	// the refusal when one runs out.
