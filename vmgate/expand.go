@@ -344,16 +344,19 @@ func (e *expander) addList(list []string, quoted bool) {
 
 func (e *expander) param(p *syntax.ParamExp, quoted bool) {
 	w := e.w
-	hint := e.paramWords(p)
-	if p.Param == nil || p.Excl || p.Length || p.Width || p.Slice != nil || p.Repl != nil || p.Exp != nil || p.Names != 0 || p.NestedParam != nil {
-		// ${X,,}, ${X:0:3}, ${X/a/b}: not followed, but what X holds is a
-		// hint of what the word may be.
-		if p.Param != nil {
-			if v, ok := w.vars[p.Param.Value]; ok {
-				hint += " " + w.hintOf(v)
-			}
+	pa := e.paramWords(p)
+	if p.Param == nil || p.Excl || p.Width || p.IsSet || p.Names != 0 || p.NestedParam != nil {
+		e.markParam(p, pa.hint)
+		return
+	}
+	if p.Length || p.Slice != nil || p.Repl != nil || p.Exp != nil {
+		// ${X:1}, ${Y/q/i}, ${X,,}, ${#X}, ${X:-w}: evaluated as bash does
+		// when its operands are known (params.go).
+		if s, ok := w.operate(p, pa); ok {
+			e.addValue(s, quoted)
+			return
 		}
-		e.mark(hint)
+		e.markParam(p, pa.hint)
 		return
 	}
 	name := p.Param.Value
@@ -384,11 +387,28 @@ func (e *expander) param(p *syntax.ParamExp, quoted bool) {
 	}
 }
 
+// markParam marks an expansion the gate cannot evaluate: what its
+// variable holds is a hint of what the word may be.
+func (e *expander) markParam(p *syntax.ParamExp, hint string) {
+	if p.Param != nil {
+		if v, ok := e.w.vars[p.Param.Value]; ok {
+			hint += " " + e.w.hintOf(v)
+		}
+	}
+	e.mark(hint)
+}
+
+// paramArgs are the words nested in an expansion, expanded.
+type paramArgs struct {
+	orig, with, word field
+	hint             string // the replacement or default word: what the expansion may give
+}
+
 // paramWords walks the words nested in an expansion (whatever it is, they
-// run their substitutions) and returns the text of its replacement or
-// default word, a hint of what the expansion may give.
-func (e *expander) paramWords(p *syntax.ParamExp) (hint string) {
+// run their substitutions) and returns them.
+func (e *expander) paramWords(p *syntax.ParamExp) paramArgs {
 	w := e.w
+	var pa paramArgs
 	if p.Index != nil {
 		w.arith(p.Index)
 	}
@@ -398,16 +418,18 @@ func (e *expander) paramWords(p *syntax.ParamExp) (hint string) {
 	}
 	if p.Repl != nil {
 		if p.Repl.Orig != nil {
-			w.str(p.Repl.Orig)
+			pa.orig = w.str(p.Repl.Orig)
 		}
 		if p.Repl.With != nil {
-			hint = w.str(p.Repl.With).s
+			pa.with = w.str(p.Repl.With)
+			pa.hint = pa.with.s
 		}
 	}
 	if p.Exp != nil && p.Exp.Word != nil {
-		hint = w.str(p.Exp.Word).s
+		pa.word = w.str(p.Exp.Word)
+		pa.hint = pa.word.s
 	}
-	return hint
+	return pa
 }
 
 // positionals expands $@ or $* (star).
@@ -417,19 +439,38 @@ func (e *expander) positionals(star, quoted bool) {
 		e.mark("")
 		return
 	}
-	list := make([]string, 0, len(w.pos))
-	for _, f := range w.pos {
-		if f.dyn {
-			e.mark(f.hint)
-			return
+	// Each parameter is its own word ("$@"), or all are one ("$*"): one
+	// only the run knows is that word alone, not every word of the list.
+	for i, f := range w.pos {
+		if i > 0 {
+			switch {
+			case star && quoted:
+				e.addValue(" ", true)
+			case quoted:
+				e.flush()
+				e.started = true
+			default:
+				e.addValue(" ", false)
+			}
 		}
-		list = append(list, f.s)
+		e.addField(f, quoted)
 	}
-	if star && quoted {
-		e.addValue(strings.Join(list, " "), true)
+}
+
+// addField adds a word the walk already expanded: its text as a value if
+// known, else as it is, with the marks of its unknown parts.
+func (e *expander) addField(f field, quoted bool) {
+	if !f.dyn {
+		e.addValue(f.s, quoted)
 		return
 	}
-	e.addList(list, quoted)
+	e.room(len(f.s))
+	e.cur = append(e.cur, f.s...)
+	e.f.dyn = true
+	e.started = true
+	if f.hint != "" {
+		e.addHint(f.hint)
+	}
 }
 
 // positional expands $n.
@@ -440,10 +481,8 @@ func (e *expander) positional(n int, quoted bool) {
 		e.mark("")
 	case n > len(w.pos):
 		e.addValue("", quoted)
-	case w.pos[n-1].dyn:
-		e.mark(w.pos[n-1].hint)
 	default:
-		e.addValue(w.pos[n-1].s, quoted)
+		e.addField(w.pos[n-1], quoted)
 	}
 }
 

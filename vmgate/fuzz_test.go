@@ -65,8 +65,9 @@ func FuzzRoutes(f *testing.F) {
 }
 
 // routes are a script's rewrites through the routes the gate models:
-// every script through a function, eval of a variable, sh -c and a pipe
-// into a shell, and its command word through an alias chain; a script
+// every script through a function, eval of a variable, sh -c, a pipe into
+// a shell and expansions the gate evaluates (${x:2}, ${x//@/g}), and its
+// command word through an alias chain; a script
 // that starts with git SUB through git's own dispatch on its name (exec -a
 // git-SUB, a link named git-SUB) and through an alias it defines.
 func routes(script string) []string {
@@ -78,6 +79,11 @@ func routes(script string) []string {
 		"bash -c " + q,
 		"printf '%s\\n' " + q + " | sh",
 		"echo " + q + " | bash",
+	}
+	// Expansions the gate evaluates: a substring, a pattern substitution.
+	rws = append(rws, "x="+shellQuote("__"+script)+"\neval \"${x:2}\"")
+	if !strings.Contains(script, "@") {
+		rws = append(rws, "x="+shellQuote(strings.ReplaceAll(script, "g", "@"))+"\neval \"${x//@/g}\"")
 	}
 	if word, rest, ok := firstWord(script); ok {
 		// An alias whose value ends in a blank checks the next word.

@@ -2,8 +2,11 @@ package vmgate
 
 import (
 	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
+
+	"mvdan.cc/sh/v3/syntax"
 )
 
 // The classes of spellings that got the wrong verdict (the issue of
@@ -173,6 +176,53 @@ func TestInlineAliases(t *testing.T) {
 	})
 }
 
+// Expansions whose operands are known are evaluated as bash does.
+func TestDecidableExpansions(t *testing.T) {
+	checkTable(t, []struct{ script, want string }{
+		{"X=ngit; ${X:1} commit -m y", "git:commit"},
+		{"Y=gqt; ${Y/q/i} commit -m y", "git:commit"},
+		{"X=ngit; ${X:1} status", "allow"},
+		{"Y=gqt; ${Y/q/i} log", "allow"},
+		{"X=xgitx; ${X:1:3} push", "git:push"},
+		{"X=xxgit; ${X: -3} push", "git:push"},
+		{"X=gitxx; ${X:0:-2} push", "git:push"},
+		{"X=xgitxx; ${X:1:-2} push", "git:push"},
+		{"n=1; X=ngit; ${X:n} push", "git:push"},
+		{"n=1; X=ngit; ${X:$n} push", "git:push"},
+		{"X=ngit; ${X:2-1} push", "git:push"},
+		{"Y=g_t; ${Y//_/i} push", "git:push"},
+		{"Y=gxxt; ${Y/x*x/i} push", "git:push"},
+		{"Y=xgit; ${Y/#x/} push", "git:push"},
+		{"Y=gitx; ${Y/%x} push", "git:push"},
+		{"Y=gxt; ${Y/[x-z]/i} push", "git:push"},
+		{"Y=gat; ${Y/[a-h]/i} push", "allow"}, // iat: g is in [a-h]
+		{"X=GIT; ${X,,} push", "git:push"},
+		{"X=GIT; ${X,,} status", "allow"},
+		{"X=Git; ${X,} push", "git:push"},
+		{"X=git; Y=${X^^}; ${Y,,} push", "git:push"},
+		{"X=xx.git; ${X##*.} push", "git:push"},
+		{"X=git.x.y; ${X%%.*} push", "git:push"},
+		{"X=a-git; ${X#*-} push", "git:push"},
+		{"X=git-a; ${X%-*} push", "git:push"},
+		{"X=git; ${X:-echo} push", "git:push"},
+		{"X=; ${X:-git} push", "git:push"},
+		{"X=; ${X:-echo} push", "allow"},
+		{"X=echo; ${X:+git} push", "git:push"},
+		{"X=abc; echo ${#X}; ${X/abc/git} push", "git:push"},
+		{`a=(xgit b); ${a[0]:1} push`, "git:push"},
+		{`set -- ngit; ${1:1} push`, "git:push"},
+		{`eval "${X:1}"`, "undecidable"},
+		// Operands only the run knows stay undecidable.
+		{`${X:1} commit -m y`, "undecidable"},
+		{`Y=gqt; ${Y/q/$R} commit -m y`, "undecidable"},
+		{`X=ngit; ${X:$N} commit -m y`, "undecidable"},
+		{`X=ngit; ${X:$N} status`, "allow"},
+		// Strings that merely mention git stay data.
+		{"X=ngit; echo ${X:1} commit", "allow"},
+		{"Y=gqt; msg=\"${Y/q/i} push later\"; echo \"$msg\"", "allow"},
+	})
+}
+
 // Call chains are followed while the budgets last, and past them the
 // refusal says which budget ran out.
 func TestDeepCalls(t *testing.T) {
@@ -223,5 +273,48 @@ func TestDeepCalls(t *testing.T) {
 	}
 	if got := want(Check(`f() { [ "$1" -gt 0 ] && f $(($1-1)); git log -1; }; f 3`)); got != "allow" {
 		t.Errorf("a recursion with the same words: %s", got)
+	}
+}
+
+// The expansions the gate evaluates give what bash gives: each is run
+// by bash (where it is installed) and read by the gate.
+func TestExpansionsAsBash(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash to compare with")
+	}
+	vars := "X=ngit; Y=gqt; Z=xx.git.y; U=GiT; E=; N=2; A=(abc xgit); set -- ngit two"
+	exps := []string{
+		"${X:1}", "${X:1:2}", "${X: -3}", "${X:0:-2}", "${X: -9}", "${X:9}", "${X:N}", "${X:$N}", "${X:1+1}", "${X:(1)}",
+		"${Y/q/i}", "${Y//[a-z]/_}", "${Y/#g/G}", "${Y/%t/T}", "${Y/q*/i}", "${Y/?/}", "${Y/'q'/i}", "${Y/\"q\"/i}", "${Y/x/i}",
+		"${Z#*.}", "${Z##*.}", "${Z%.*}", "${Z%%.*}", "${Z#x}", "${Z%y}",
+		"${U^^}", "${U,,}", "${U^}", "${U,}", "${U,,[GT]}", "${U^^[i]}",
+		"${#X}", "${#Z}", "${E:-def}", "${X:-def}", "${E:+alt}", "${X:+alt}", "${X-def}", "${X+alt}",
+		"${A[1]:1}", "${A:1}", "${1:1}", "${2/t/T}",
+	}
+	script := vars
+	for _, e := range exps {
+		script += "; printf '%s\\n' \"" + e + "\""
+	}
+	out, err := exec.Command(bash, "-c", script).Output()
+	if err != nil {
+		t.Fatalf("bash: %v", err)
+	}
+	got := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	if len(got) != len(exps) {
+		t.Fatalf("bash printed %d lines for %d expansions: %q", len(got), len(exps), got)
+	}
+	for i, e := range exps {
+		f, err := parse(vars + "\n: \"" + e + "\"")
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := newWalker(defaultGate, vars, 0)
+		w.stmts(f.Stmts[:len(f.Stmts)-1], nil)
+		word := f.Stmts[len(f.Stmts)-1].Cmd.(*syntax.CallExpr).Args[1]
+		v := w.str(word)
+		if v.dyn || v.s != got[i] {
+			t.Errorf("%s: the gate reads %q (dynamic: %v), bash %q", e, v.s, v.dyn, got[i])
+		}
 	}
 }
