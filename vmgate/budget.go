@@ -93,10 +93,11 @@ func cost(size, nodes int) int64 {
 	return int64(2*size + treeBytes*nodes + memLimit(nodes) + stackBytes)
 }
 
-// reserve waits until a decision of that cost may run, and returns its
-// release.
-func reserve(c int64) func() {
+// reserve waits until a decision of that cost may run; release gives
+// it back.
+func reserve(c int64) {
 	// Acquire with a context that is never done cannot fail.
 	_ = inFlight.Acquire(context.Background(), c)
-	return func() { inFlight.Release(c) }
 }
+
+func release(c int64) { inFlight.Release(c) }

@@ -89,7 +89,9 @@ func (g *Gate) Check(script string) Verdict {
 	if f0 != nil {
 		return g.verdict(f0)
 	}
-	defer reserve(cost(len(script), sc.nodes))()
+	reserved := cost(len(script), sc.nodes)
+	reserve(reserved)
+	defer release(reserved)
 	f, err := parse(script)
 	if err != nil {
 		return g.verdict(&finding{reason: ReasonParseError, line: errLine(err), col: errCol(err), why: err.Error()})

@@ -99,6 +99,13 @@ const (
 	kLet = 'l'
 )
 
+// The frames each closing character closes.
+const (
+	closedByParen   = string(kCode) + string(kArith) + string(kTest) + string(kArray)
+	closedByBrace   = string(kCode) + string(kParam) + string(kSlice)
+	closedByBracket = string(kCode) + string(kArith)
+)
+
 // nester is nesting's scan: each step reads the byte at i (and whatever it
 // must read past it) and returns the index of the last byte it read, and
 // whether the stack passed MaxNesting there.
@@ -171,9 +178,9 @@ func (n *nester) release() {
 
 // pop closes the innermost frame, with the levels held in it, if it is
 // one of kinds.
-func (n *nester) pop(kinds ...byte) {
+func (n *nester) pop(kinds string) {
 	n.release()
-	if len(n.stack) > 0 && strings.IndexByte(string(kinds), n.stack[len(n.stack)-1]) >= 0 {
+	if len(n.stack) > 0 && strings.IndexByte(kinds, n.stack[len(n.stack)-1]) >= 0 {
 		n.stack = n.stack[:len(n.stack)-1]
 	}
 }
@@ -207,7 +214,7 @@ func (n *nester) quoted(i int) (int, bool) {
 		i++
 	case '"':
 		n.nodes++
-		n.pop(kDQ)
+		n.pop(string(kDQ))
 	case '`':
 		n.nodes++
 		n.atCmd, n.cmdStart = true, true
@@ -255,17 +262,38 @@ const (
 	exprSpecial = codeSpecial + "~+-*/%^?:,"
 )
 
+// specials are codeSpecial and exprSpecial as tables: the scan reads
+// every byte of up to a MiB.
+var specials = func() (t [3][256]bool) {
+	for _, c := range []byte(codeSpecial) {
+		t[0][c] = true
+		t[2][c] = true
+	}
+	for _, c := range []byte(exprSpecial) {
+		t[1][c] = true
+	}
+	t[2][':'] = true // ${name: starts a slice
+	return t
+}()
+
+func specialIn(k byte) *[256]bool {
+	switch {
+	case expr(k):
+		return &specials[1]
+	case k == kParam:
+		return &specials[2]
+	}
+	return &specials[0]
+}
+
 // step reads a byte outside double quotes.
 func (n *nester) step(i int) (int, bool) {
 	src, c := n.src, n.src[i]
 	k := n.ctx()
-	special := codeSpecial
-	if expr(k) {
-		special = exprSpecial
-	}
-	if strings.IndexByte(special, c) < 0 && c != '#' {
+	special := specialIn(k)
+	if !special[c] && c != '#' {
 		// a word: one node where it starts
-		if i == 0 || strings.IndexByte(special, src[i-1]) >= 0 {
+		if i == 0 || special[src[i-1]] {
 			n.nodes++
 		}
 		return n.word(i, k)
@@ -273,8 +301,10 @@ func (n *nester) step(i int) (int, bool) {
 	if c != ' ' && c != '\t' {
 		n.nodes++
 	}
-	atCmd := false
-	defer func() { n.atCmd = atCmd }()
+	// Where a command starts, strictly: after a separator or an opening,
+	// set below; after any other byte, not.
+	wasAtCmd := n.atCmd
+	n.atCmd = false
 	switch c {
 	case '\\':
 		n.cmdStart = false
@@ -294,16 +324,16 @@ func (n *nester) step(i int) (int, bool) {
 	case '`':
 		n.cmdStart = true
 		if n.top() == kBQ {
-			n.pop(kBQ)
+			n.pop(string(kBQ))
 			return i, false
 		}
-		atCmd = true
+		n.atCmd = true
 		return i, n.push(kBQ)
 	case '$':
 		n.cmdStart = false
 		return n.dollar(i)
 	case '(':
-		n.cmdStart, atCmd = true, true
+		n.cmdStart, n.atCmd = true, true
 		switch {
 		case expr(k):
 			return i, n.push(kArith)
@@ -319,21 +349,21 @@ func (n *nester) step(i int) (int, bool) {
 		n.cmdStart = false
 		n.release()
 		if n.top() == kCase {
-			atCmd = true // a pattern's end: case a) ...
+			n.atCmd = true // a pattern's end: case a) ...
 			break
 		}
-		n.pop(kCode, kArith, kTest, kArray)
+		n.pop(closedByParen)
 		if j := strings.TrimRight(src[:i], " \t"); len(j) > 0 && j[len(j)-1] == '(' && !expr(k) {
 			// name() or name ( ): a function, whose body the parser
 			// reads by recursion.
-			atCmd = true
+			n.atCmd = true
 			return i, n.push(kCmd)
 		}
 	case '{':
-		n.cmdStart, atCmd = true, true
+		n.cmdStart, n.atCmd = true, true
 		return i, n.push(kCode)
 	case '}':
-		n.pop(kCode, kParam, kSlice)
+		n.pop(closedByBrace)
 		n.cmdStart = false
 	case '[':
 		n.cmdStart = true
@@ -342,7 +372,7 @@ func (n *nester) step(i int) (int, bool) {
 			prev = src[i-1]
 		}
 		switch {
-		case n.atCmd && k != kTest && i+1 < len(src) && src[i+1] == '[' &&
+		case wasAtCmd && k != kTest && i+1 < len(src) && src[i+1] == '[' &&
 			(i+2 >= len(src) || strings.IndexByte(" \t\n", src[i+2]) >= 0):
 			n.nodes++
 			return i + 1, n.push(kTest)
@@ -354,10 +384,10 @@ func (n *nester) step(i int) (int, bool) {
 		n.cmdStart = false
 		n.release()
 		if n.top() == kTest && i+1 < len(src) && src[i+1] == ']' {
-			n.pop(kTest)
+			n.pop(string(kTest))
 			return i + 1, false
 		}
-		n.pop(kCode, kArith)
+		n.pop(closedByBracket)
 	case '#':
 		if i == 0 || strings.IndexByte(" \t\n;&|()", src[i-1]) >= 0 {
 			n.nodes--
@@ -379,7 +409,7 @@ func (n *nester) step(i int) (int, bool) {
 		n.cmdStart = true
 		if k != kTest && !expr(k) || k == kLet {
 			n.endCommand()
-			atCmd = true
+			n.atCmd = true
 		}
 		return n.newline(i)
 	case ';', '&', '|':
@@ -395,13 +425,13 @@ func (n *nester) step(i int) (int, bool) {
 		case expr(k) && k != kLet:
 		default:
 			n.endCommand()
-			atCmd = true
+			n.atCmd = true
 		}
 	case '!':
 		n.cmdStart = true
 		if k == kParam || k == kCode || k == kBQ || k == kCase || k == kWord || k == kArray {
 			// ! cmd, ${!name}, [!a]: held to the command's or frame's end
-			atCmd = k != kParam
+			n.atCmd = k != kParam
 		}
 		return i, n.push(kOp)
 	case ':':
@@ -416,7 +446,7 @@ func (n *nester) step(i int) (int, bool) {
 			return i, n.push(kOp)
 		}
 	case ' ', '\t':
-		atCmd = n.atCmd
+		n.atCmd = wasAtCmd
 	}
 	return i, false
 }
@@ -453,12 +483,9 @@ func (n *nester) newline(i int) (int, bool) {
 // command they start.
 func (n *nester) word(i int, k byte) (int, bool) {
 	src := n.src
-	special := codeSpecial
-	if expr(k) {
-		special = exprSpecial
-	}
+	special := specialIn(k)
 	j := i
-	for j < len(src) && strings.IndexByte(special, src[j]) < 0 {
+	for j < len(src) && !special[src[j]] {
 		j++
 	}
 	w := src[i:j]
@@ -509,9 +536,9 @@ func (n *nester) word(i int, k byte) (int, bool) {
 			return i, true
 		}
 	case "fi", "done":
-		n.pop(kWord)
+		n.pop(string(kWord))
 	case "esac":
-		n.pop(kCase)
+		n.pop(string(kCase))
 	}
 	return j - 1, false
 }

@@ -111,6 +111,8 @@ func TestNestingCountsRecursion(t *testing.T) {
 		"index in ${}":       "echo ${a[" + strings.Repeat("-~", n) + "1]}",
 		"array index":        "a=([" + strings.Repeat("-~", n) + "1]=b)",
 		"slice":              "echo ${a: " + strings.Repeat("!", n) + "1}",
+		"slice -~":           "echo ${a: " + strings.Repeat("-~", n) + "1}",
+		"slice length":       "echo ${a:1:" + strings.Repeat("-~", n) + "1}",
 		"time":               strings.Repeat("time ", n) + "a",
 		"time -p":            strings.Repeat("time -p ", n) + "a",
 		"coproc":             strings.Repeat("coproc ", n) + "a",
