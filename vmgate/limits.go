@@ -86,7 +86,8 @@ const (
 	kCase  = 'k' // inside case ... esac: a lone ")" closes a pattern, not a frame
 	kWord  = 'w' // inside if/while/until/for/select ... fi/done
 	kTest  = 't' // inside [[ ]], or a ( ) of it
-	kArith = 'a' // inside (( )), $(( )), $[ ], an index a[ ], or a ( ) of them
+	kArith = 'a' // inside (( )), $(( )), or a ( ) in arithmetic
+	kIndex = 'i' // inside $[ ] or an index a[ ]: arithmetic, closed by ]
 	kParam = 'p' // inside ${ }
 	kSlice = 's' // inside ${name: ...}, an arithmetic offset and length
 	kArray = 'r' // inside an array's ( ) after = or +=
@@ -103,7 +104,7 @@ const (
 const (
 	closedByParen   = string(kCode) + string(kArith) + string(kTest) + string(kArray)
 	closedByBrace   = string(kCode) + string(kParam) + string(kSlice)
-	closedByBracket = string(kCode) + string(kArith)
+	closedByBracket = string(kCode) + string(kIndex)
 )
 
 // nester is nesting's scan: each step reads the byte at i (and whatever it
@@ -155,7 +156,7 @@ func (n *nester) setCtx(k byte) {
 }
 
 // expr says whether k is a frame whose operators the parser recurses for.
-func expr(k byte) bool { return k == kArith || k == kSlice || k == kLet }
+func expr(k byte) bool { return k == kArith || k == kIndex || k == kSlice || k == kLet }
 
 // push adds a frame and says whether the stack passed MaxNesting.
 func (n *nester) push(k byte) bool {
@@ -177,11 +178,19 @@ func (n *nester) release() {
 }
 
 // pop closes the innermost frame, with the levels held in it, if it is
-// one of kinds.
+// one of kinds. A closing byte that closes nothing (} in arithmetic is a
+// word) releases nothing: the levels counted stay counted.
 func (n *nester) pop(kinds string) {
-	n.release()
-	if len(n.stack) > 0 && strings.IndexByte(kinds, n.stack[len(n.stack)-1]) >= 0 {
-		n.stack = n.stack[:len(n.stack)-1]
+	for i := len(n.stack) - 1; i >= 0; i-- {
+		switch k := n.stack[i]; k {
+		case kOp, kCmd, kLet:
+			continue
+		default:
+			if strings.IndexByte(kinds, k) >= 0 {
+				n.stack = n.stack[:i]
+			}
+		}
+		return
 	}
 }
 
@@ -199,6 +208,20 @@ func (n *nester) endCommand() {
 				return
 			}
 			n.stack = n.stack[:len(n.stack)-1]
+		default:
+			return
+		}
+	}
+}
+
+// endLet ends let's arguments, with their operators, at | && or ||.
+func (n *nester) endLet() {
+	for i := len(n.stack) - 1; i >= 0; i-- {
+		switch n.stack[i] {
+		case kOp:
+		case kLet:
+			n.stack = n.stack[:i]
+			return
 		default:
 			return
 		}
@@ -246,7 +269,7 @@ func (n *nester) dollar(i int) (int, bool) {
 		return i + 1, n.push(kParam)
 	case '[':
 		n.nodes++
-		return i + 1, n.push(kArith)
+		return i + 1, n.push(kIndex)
 	}
 	return i, false
 }
@@ -347,8 +370,8 @@ func (n *nester) step(i int) (int, bool) {
 		return i, n.push(kCode)
 	case ')':
 		n.cmdStart = false
-		n.release()
-		if n.top() == kCase {
+		if k == kCase {
+			n.release()
 			n.atCmd = true // a pattern's end: case a) ...
 			break
 		}
@@ -377,19 +400,20 @@ func (n *nester) step(i int) (int, bool) {
 			n.nodes++
 			return i + 1, n.push(kTest)
 		case expr(k), isNameByte(prev), k == kArray && (prev == '(' || prev == ' ' || prev == '\t' || prev == '\n'):
-			return i, n.push(kArith) // an index: a[i], ${a[i]}, ([i]=v)
+			return i, n.push(kIndex) // an index: a[i], ${a[i]}, ([i]=v)
 		}
 		return i, n.push(kCode)
 	case ']':
 		n.cmdStart = false
-		n.release()
-		if n.top() == kTest && i+1 < len(src) && src[i+1] == ']' {
+		if k == kTest && i+1 < len(src) && src[i+1] == ']' && (i+2 >= len(src) || strings.IndexByte(" \t\n;&|)", src[i+2]) >= 0) {
 			n.pop(string(kTest))
 			return i + 1, false
 		}
 		n.pop(closedByBracket)
 	case '#':
-		if i == 0 || strings.IndexByte(" \t\n;&|()", src[i-1]) >= 0 {
+		// A comment where a word may start, in code; in an expression or a
+		// test it is a word (16#ff), read as one.
+		if !expr(k) && k != kTest && k != kParam && (i == 0 || strings.IndexByte(" \t\n;&|()", src[i-1]) >= 0) {
 			n.nodes--
 			for i+1 < len(src) && src[i+1] != '\n' {
 				i++
@@ -422,7 +446,17 @@ func (n *nester) step(i int) (int, bool) {
 			return i, n.push(kOp)
 		case expr(k) && k != kLet && c != ';':
 			return i, n.push(kOp)
+		case k == kLet && c != ';' && i > 0 && src[i-1] != ' ' && src[i-1] != '\t':
+			// let a&b|c: joined to a word, arithmetic's (a separator
+			// too, maybe: counted, the command goes on to the line's end)
+			return i, n.push(kOp)
 		case expr(k) && k != kLet:
+		case c == '|' || c == '&' && (i+1 < len(src) && src[i+1] == '&' || i > 0 && src[i-1] == '&'):
+			// | && ||: time and coproc take the rest of a pipeline, and a
+			// function's body the rest of a && chain, the parser reading
+			// them inside: their levels are held to ; & or the line's end.
+			n.endLet()
+			n.atCmd = true
 		default:
 			n.endCommand()
 			n.atCmd = true
