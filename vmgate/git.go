@@ -155,13 +155,20 @@ func (w *walker) analyzeGitArgs(args []field, dashed string, c *callCtx, al gitA
 		sub, rest = args[i].s, args[i+1:]
 	}
 	if v, ok := al.defined[strings.ToLower(sub)]; ok && !gitBuiltin(sub) {
-		r := w.gitAlias(sub, v, rest, c, al)
-		if _, known := gitTable[sub]; known {
-			// A program git-<sub> of git's, if installed, runs instead
-			// of the alias: both are judged.
-			r = worse(r, w.classify(sub, rest, c))
+		if _, known := gitTable[sub]; !known {
+			return w.gitAlias(sub, v, rest, c, al)
 		}
-		return r
+		// A program git-<sub> of git's runs where it is installed, the
+		// alias where it is not: one verdict if both readings agree, a
+		// doubt if they do not.
+		prog := w.classify(sub, rest, c)
+		w.probing++
+		alias := w.gitAlias(sub, v, rest, c, al)
+		w.probing--
+		if prog.kind != alias.kind {
+			return gitResult{kind: gitUndecidable, why: "git " + sub + " runs git-" + sub + " where it is installed, and the alias the command defines where it is not"}
+		}
+		return prog
 	}
 	if w.g.rules != nil {
 		w.policy("git", append([]field{{s: sub}}, rest...), c)
@@ -263,19 +270,10 @@ func splitCmdline(s string) []string {
 	return words
 }
 
-// worse is the verdict of two readings of one command: a write over a
-// doubt over a read.
-func worse(a, b gitResult) gitResult {
-	if b.kind == gitWrite || b.kind == gitUndecidable && a.kind == gitRead {
-		return b
-	}
-	return a
-}
-
 // gitBuiltin says whether git runs sub itself: an alias of that name is
 // never used. The others of gitTable are programs of git's exec path
-// (scripts, or git-lfs), or newer than the list, and an alias of their
-// name runs where they are not installed.
+// (scripts, or git-lfs), or newer than git 2.39's list of builtins, and
+// an alias of their name runs where they are not installed.
 func gitBuiltin(sub string) bool {
 	_, known := gitTable[sub]
 	return known && !gitExternal[sub]

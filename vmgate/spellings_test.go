@@ -170,9 +170,11 @@ func TestInlineAliases(t *testing.T) {
 		{"git --config-env=alias.x=GA x", "undecidable"},
 		{"GA='log -1'; git --config-env=alias.x=GA x", "allow"},
 		{"GA=commit; git --config-env=alias.x=GA x -m y", "git:commit"},
-		// An external git-<cmd> of the name may run instead of the alias:
-		// both are judged.
-		{"git -c alias.lfs='!git push' lfs ls-files", "git:push"},
+		// A program git-<cmd> of git's runs instead of the alias where it
+		// is installed: both readings, one verdict or a doubt.
+		{"git -c alias.lfs='!git push' lfs ls-files", "undecidable"},
+		{"git -c alias.lfs='log' lfs ls-files", "allow"},
+		{"git -c alias.lfs='commit' lfs push", "git:lfs push"},
 	})
 }
 
