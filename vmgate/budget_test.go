@@ -188,3 +188,13 @@ func TestDecisionCeilingChild(t *testing.T) {
 		fmt.Printf("\nREPORT %s\n", b)
 	}
 }
+
+// The largest decision the limits let through fits the pool beside four
+// small ones: a decision never waits for more than the pool can give, and
+// a large one does not stop the ordinary ones.
+func TestCostFitsThePool(t *testing.T) {
+	large, small := cost(MaxScript, MaxNodes), cost(1000, 100)
+	if large+4*small > maxInFlight {
+		t.Errorf("the largest decision reserves %d MiB and a small one %d: more than the pool's %d", large>>20, small>>20, maxInFlight>>20)
+	}
+}
