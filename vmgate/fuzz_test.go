@@ -1,6 +1,7 @@
 package vmgate
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -65,8 +66,8 @@ func FuzzRoutes(f *testing.F) {
 }
 
 // routes are a script's rewrites through the routes the gate models:
-// every script through a function, eval of a variable, sh -c, a pipe into
-// a shell and expansions the gate evaluates (${x:2}, ${x//@/g}), and its
+// every script through a function, a chain of forty calls, eval of a
+// variable, sh -c, a pipe into a shell and expansions the gate evaluates (${x:2}, ${x//@/g}), and its
 // command word through an alias chain; a script
 // that starts with git SUB through git's own dispatch on its name (exec -a
 // git-SUB, a link named git-SUB) and through an alias it defines.
@@ -80,6 +81,13 @@ func routes(script string) []string {
 		"printf '%s\\n' " + q + " | sh",
 		"echo " + q + " | bash",
 	}
+	// A deep chain of calls, followed to its end.
+	var chain strings.Builder
+	chain.WriteString("f0() {\n" + script + "\n}\n")
+	for i := 1; i < 40; i++ {
+		fmt.Fprintf(&chain, "f%d() { f%d; }\n", i, i-1)
+	}
+	rws = append(rws, chain.String()+"f39")
 	// Expansions the gate evaluates: a substring, a pattern substitution.
 	rws = append(rws, "x="+shellQuote("__"+script)+"\neval \"${x:2}\"")
 	if !strings.Contains(script, "@") {
