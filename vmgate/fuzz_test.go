@@ -111,17 +111,26 @@ func routes(script string) []string {
 	return rws
 }
 
-// gitFirst splits a script whose first command is git SUB (a subcommand
-// the gate knows, no option before it, nothing else in the command's
-// statement) into SUB and what follows it.
-func gitFirst(script string) (sub, rest string, ok bool) {
+// firstCall is the simple command a script's first statement is, when
+// nothing comes before its words (no !, no assignment).
+func firstCall(script string) *syntax.CallExpr {
 	f, err := parse(script)
 	if err != nil || len(f.Stmts) == 0 {
-		return "", "", false
+		return nil
 	}
 	st := f.Stmts[0]
-	ce, isCall := st.Cmd.(*syntax.CallExpr)
-	if !isCall || len(ce.Assigns) > 0 || len(ce.Args) < 2 || ce.Args[0].Lit() != "git" || st.Pos() != ce.Pos() {
+	ce, ok := st.Cmd.(*syntax.CallExpr)
+	if !ok || len(ce.Assigns) > 0 || len(ce.Args) == 0 || st.Pos() != ce.Pos() {
+		return nil
+	}
+	return ce
+}
+
+// gitFirst splits a script whose first command is git SUB (a subcommand
+// the gate knows, no option before it) into SUB and what follows it.
+func gitFirst(script string) (sub, rest string, ok bool) {
+	ce := firstCall(script)
+	if ce == nil || len(ce.Args) < 2 || ce.Args[0].Lit() != "git" {
 		return "", "", false
 	}
 	sub = ce.Args[1].Lit()
@@ -134,13 +143,8 @@ func gitFirst(script string) (sub, rest string, ok bool) {
 // firstWord splits a script whose first statement is a simple command
 // into its command word, a plain word, and what follows it.
 func firstWord(script string) (word, rest string, ok bool) {
-	f, err := parse(script)
-	if err != nil || len(f.Stmts) == 0 {
-		return "", "", false
-	}
-	st := f.Stmts[0]
-	ce, isCall := st.Cmd.(*syntax.CallExpr)
-	if !isCall || len(ce.Assigns) > 0 || len(ce.Args) == 0 || st.Pos() != ce.Pos() {
+	ce := firstCall(script)
+	if ce == nil {
 		return "", "", false
 	}
 	word = ce.Args[0].Lit()
