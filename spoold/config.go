@@ -57,6 +57,12 @@ type Config struct {
 	// HOME, LANG and a few more from its own); the spec's env goes over
 	// it and the SPOOL_* variables over both.
 	Env []string
+	// ScriptEnv adds names (NAME, or PREFIX* for a prefix) to what a
+	// script job's spec may set in its env beyond the default allowlist
+	// (docs/spoold.md, "A script job's environment"); a name that may
+	// choose what an allowed command runs (PATH, HOME, GIT_*...) is
+	// refused by New.
+	ScriptEnv []string
 	// Dir is the working directory of a job whose spec names none, and
 	// what a relative cwd is relative to (default spoold's own).
 	Dir string

@@ -51,7 +51,8 @@ type Daemon struct {
 	intOnce   sync.Once
 	bg        sync.WaitGroup // recoveries and cancels under way
 
-	devNull devNull // every job's stdin (run.go)
+	devNull   devNull    // every job's stdin (run.go)
+	scriptEnv *ScriptEnv // what a script job's spec may set (scriptenv.go)
 
 	floorMu  sync.Mutex
 	floorAt  time.Time // when the free space was last checked (limits.go)
@@ -76,6 +77,9 @@ func New(cfg Config) (*Daemon, error) {
 		interrupt:  make(chan struct{}), hard: make(chan struct{}),
 	}
 	d.pst, _ = spool.ProcessStart(d.pid)
+	if d.scriptEnv, err = NewScriptEnv(cfg.ScriptEnv); err != nil {
+		return nil, fmt.Errorf("spoold: %w", err)
+	}
 	return d, nil
 }
 
