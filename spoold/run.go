@@ -21,6 +21,13 @@ import (
 const (
 	coalesce  = 20 * time.Millisecond
 	keepalive = 4 * time.Second
+	// progressRate is what writing one chat's progress may cost a second,
+	// in bytes, with one largest document's worth of burst: a job whose
+	// output makes large documents gets them rewritten less often, never
+	// more than this (a document of 10 KiB, 50 times a second, never
+	// reaches it).
+	progressRate  = 1 << 20
+	progressBurst = spool.MaxProgressSize
 	// recordPGID is when (at the latest) a job's process group is written
 	// into its lease.
 	recordPGID = time.Second
@@ -56,6 +63,8 @@ type run struct {
 	ap        *spool.EventAppender // spoold's own appends to <job>.events
 	p         spool.Progress
 	lastFlush time.Time
+	budget    budget          // the bytes of progress it may write (progressRate)
+	due       time.Time       // a flush the budget put off is due then
 	watching  bool            // chats/<chat>/ is watched for an answer
 	answered  map[string]bool // question ids answered by an event we appended
 	pgid      int
@@ -119,6 +128,9 @@ func (d *Daemon) execute(sp *spool.Spec, l *spool.Lease, prev *spool.Lease, chat
 	}
 	r.event(spool.Event{Type: spool.EventStart, Text: fmt.Sprintf("attempt %d started by %s", l.Attempt, d.cfg.Worker)})
 	r.sync()
+	if !r.due.IsZero() {
+		r.flush(true) // before the job runs, whatever the budget
+	}
 	exited, err := r.start(specLock, chatLock)
 	if err != nil {
 		r.end(spool.Failed, nil, err.Error())
@@ -350,6 +362,11 @@ func (r *run) loop(exited <-chan error) {
 		if !r.lastFlush.IsZero() {
 			resetTimer(k.keep, keepalive-time.Since(r.lastFlush))
 		}
+		// A flush the budget put off is made when it allows.
+		if !r.due.IsZero() && k.flushC == nil {
+			k.flush = time.NewTimer(max(time.Until(r.due), time.Millisecond))
+			k.flushC = k.flush.C
+		}
 	}
 }
 
@@ -541,7 +558,7 @@ func (r *run) sync() {
 		default:
 		}
 	}
-	r.flush()
+	r.flush(false)
 	if r.p.Question != nil && !r.watching {
 		r.watchAnswers()
 		r.checkAnswer()
@@ -579,13 +596,55 @@ func (r *run) fold(max int) (more bool, err error) {
 	return r.er.EachN(max, add)
 }
 
-func (r *run) flush() {
-	if err := r.d.s.WriteProgress(&r.p); err != nil {
+// flush writes the progress document, if the chat's budget allows it now
+// (or force: the first and the last document of the run); else it is put
+// off, and r.due says until when. Every written document is counted
+// against the budget, forced ones too.
+func (r *run) flush(force bool) {
+	now := time.Now()
+	if wait := r.budget.wait(now); wait > 0 && !force {
+		r.due = now.Add(wait)
+		return
+	}
+	r.due = time.Time{}
+	n, err := r.d.s.WriteProgressN(&r.p)
+	if err != nil {
 		r.log.WithError(err).Warn("writing progress")
 	} else {
 		r.d.cfg.Metrics.Flushed()
 	}
-	r.lastFlush = time.Now()
+	r.budget.spend(n, now)
+	r.lastFlush = now
+}
+
+// budget is a token bucket of bytes, refilled at progressRate up to
+// progressBurst; its zero value is full. Spending may take it below zero; nothing more is allowed
+// until it is back at zero, so what is written over any span t is at most
+// progressBurst + progressRate*t + one document.
+type budget struct {
+	tokens float64
+	at     time.Time
+}
+
+func (b *budget) refill(now time.Time) {
+	if d := now.Sub(b.at); d > 0 {
+		b.tokens = min(progressBurst, b.tokens+d.Seconds()*progressRate)
+		b.at = now
+	}
+}
+
+// wait is how long until a write is allowed (0: now).
+func (b *budget) wait(now time.Time) time.Duration {
+	b.refill(now)
+	if b.tokens >= 0 {
+		return 0
+	}
+	return time.Duration(-b.tokens / progressRate * float64(time.Second))
+}
+
+func (b *budget) spend(n int, now time.Time) {
+	b.refill(now)
+	b.tokens -= float64(n)
 }
 
 // watchAnswers watches chats/<chat>/ for answer.json while the run lives
@@ -688,7 +747,7 @@ func (r *run) end(st spool.State, exit *int, errText string) {
 	r.fold(0)
 	r.p.State, r.p.Done, r.p.Exit, r.p.Error = st, true, exit, res.Error
 	r.p.Question = nil
-	r.flush()
+	r.flush(true)
 	d.cfg.Metrics.Ended(string(st), time.Since(r.started))
 	e := r.log.WithFields(logrus.Fields{"state": st, "duration": time.Since(r.started).Round(time.Millisecond).String()})
 	if exit != nil {
@@ -713,7 +772,7 @@ func (r *run) requeue(why string, notBefore time.Time) {
 	r.event(spool.Event{Type: spool.EventWorker, Text: text})
 	r.fold(0)
 	r.p.State, r.p.Question = spool.Queued, nil
-	r.flush()
+	r.flush(true)
 	ok, err := d.s.Requeue(r.lease, notBefore)
 	if err != nil || !ok {
 		r.log.WithError(err).Warn("could not queue the job again; recovery will")

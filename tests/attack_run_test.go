@@ -8,9 +8,12 @@ package tests
 // binaries.
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -125,5 +128,116 @@ func TestAttackScriptEnvGit(t *testing.T) {
 	}
 	if m, _ := filepath.Glob(ran + "*"); len(m) > 0 {
 		t.Fatalf("a spec's env made an allowed git command run a program the gate never saw: %v", m)
+	}
+}
+
+// attackIO reads what a live process has written (wchar of /proc/<pid>/io:
+// the bytes it passed to write(2) and its kin) and its CPU time.
+func attackIO(t *testing.T, pid int) (written int64, cpu time.Duration) {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "wchar: "); ok {
+			written, _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fields after the command's name, which may hold spaces.
+	f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+2:]))
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	stt, _ := strconv.ParseInt(f[12], 10, 64)
+	return written, time.Duration(ut+stt) * time.Second / 100 // USER_HZ
+}
+
+// 5 (second review). Progress amplification: a job writing 100 plain
+// lines a second of 8 KiB of \x01 (within every limit) kept a progress
+// document of 3.1 MB, each byte escaped six-fold by JSON and the whole
+// document rewritten every 20 ms: spoold wrote 1,991 MiB in 20 s, and a
+// watcher burned a core reading it. The document is bounded once
+// encoded, and what spoold writes of a chat's progress is bounded a
+// second, whatever the job prints.
+func TestAttackProgressAmplification(t *testing.T) {
+	dir := newSpool(t)
+	const seconds = 8 // of flooding, longer than the window below
+	job := spooldSubmit(t, dir, "--chat", "amp", "--", "sh", "-c", fmt.Sprintf(`
+head -c 8192 /dev/zero | tr '\0' '\001' > "$SPOOL_DIR/$SPOOL_JOB.line"; echo >> "$SPOOL_DIR/$SPOOL_JOB.line"
+spool say flooding
+for s in $(seq %d); do
+  for i in $(seq 100); do cat "$SPOOL_DIR/$SPOOL_JOB.line"; done >> "$SPOOL_EVENTS"
+  sleep 1
+done
+rm "$SPOOL_DIR/$SPOOL_JOB.line"
+spool say done-flooding`, seconds))
+	p := spooldStart(t, dir)
+	s := openSpool(t, dir, 200)
+	eventually(t, 30*time.Second, 5*time.Millisecond, "the job to start", func() bool {
+		pr, err := s.ReadProgress("amp")
+		return err == nil && pr.Job == job
+	})
+	follow := exec.Command(bin("watchd"), "follow", "--spool", dir, "--chat", "amp", "--job", job, "--timeout", "60s")
+	follow.Env = raceEnv()
+	var fout bytes.Buffer
+	follow.Stdout, follow.Stderr = &fout, &fout
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// spoold's writes are measured while the job runs: a reaped child's
+	// writes are added to its parent's, and the job's own appends would
+	// count as spoold's once it ends.
+	const window = 5 * time.Second
+	w0, _ := attackIO(t, p.cmd.Process.Pid)
+	began := time.Now()
+	var wrote int64 = -1
+	var largest int64
+	var followCPU time.Duration
+	for {
+		if fi, err := os.Stat(filepath.Join(dir, "progress", "amp")); err == nil {
+			largest = max(largest, fi.Size())
+		}
+		if _, c := attackIO(t, follow.Process.Pid); c > 0 {
+			followCPU = c
+		}
+		if wrote < 0 && time.Since(began) >= window {
+			w1, _ := attackIO(t, p.cmd.Process.Pid)
+			wrote = w1 - w0
+			if st, _ := s.State(job); st.Final() {
+				t.Fatal("the flooding job ended before the window did")
+			}
+		}
+		if st, _ := s.State(job); st.Final() {
+			break
+		}
+		if time.Since(began) > 60*time.Second {
+			t.Fatal("the flooding job did not end")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	wall := time.Since(began)
+	follow.Wait()
+	t.Logf("in %v: spoold wrote %.1f MiB; over %v the largest document seen was %d bytes, and watchd follow used %v of CPU",
+		window, float64(wrote)/(1<<20), wall.Round(time.Millisecond), largest, followCPU)
+	if r := waitEnd(t, s, job, 10*time.Second, 20*time.Millisecond); r.State != spool.Done {
+		t.Errorf("the job ended %s: %s", r.State, relStr(r.Error))
+	}
+	if largest > spool.MaxProgressSize {
+		t.Errorf("progress/amp reached %d bytes; the bound is %d", largest, spool.MaxProgressSize)
+	}
+	// The bound is a chat's progress rate (1 MiB a second) and one
+	// document's worth of burst; twice that and 4 MiB more is generous
+	// for spoold's other writes (its events, lease, result, log lines).
+	if limit := 2*int64(window/time.Second)<<20 + 4<<20; wrote > limit {
+		t.Errorf("spoold wrote %d bytes in %v for one chat; want at most %d", wrote, window, limit)
+	}
+	if followCPU > wall/8 {
+		t.Errorf("watchd follow used %v of CPU in %v following one chat", followCPU, wall)
+	}
+	if !strings.Contains(fout.String(), "done-flooding") {
+		t.Errorf("the watcher did not see the run to its end:\n%.2000s", fout.String())
 	}
 }
