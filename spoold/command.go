@@ -32,7 +32,7 @@ var systemBash = sync.OnceValues(func() (string, error) {
 
 // command builds the job's process: argv executed directly (never through
 // a shell), a script read by bash from a pipe; a clean environment; its
-// own process group.
+// own session and process group (the job's pid is both).
 func (r *run) command() (*exec.Cmd, error) {
 	d, sp := r.d, r.sp
 	env, dropped := r.env()
@@ -80,7 +80,7 @@ func (r *run) command() (*exec.Cmd, error) {
 		return nil, err
 	}
 	return &exec.Cmd{Path: path, Args: argv, Env: env, Dir: dir, Stdin: stdin,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}, nil
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true}}, nil
 }
 
 // devNull is /dev/null, opened once for reading and given to every job as

@@ -53,6 +53,7 @@ type Daemon struct {
 
 	devNull   devNull    // every job's stdin (run.go)
 	scriptEnv *ScriptEnv // what a script job's spec may set (scriptenv.go)
+	cg        *cgroups   // where its jobs' cgroups are made; nil: none (cgroup.go)
 
 	floorMu  sync.Mutex
 	floorAt  time.Time // when the free space was last checked (limits.go)
@@ -95,6 +96,9 @@ func (d *Daemon) StopNow() {
 // those still running and queues them again (or ends them, per their
 // attempts), and returns nil. It returns an error only if it cannot start.
 func (d *Daemon) Run(ctx context.Context) error {
+	if err := d.startCgroups(); err != nil {
+		return err
+	}
 	if d.cfg.Poll <= 0 {
 		// The watch goes on before the first scan, or a marker created in
 		// between would never be seen. It watches the root directory, never

@@ -68,6 +68,8 @@ type run struct {
 	watching  bool            // chats/<chat>/ is watched for an answer
 	answered  map[string]bool // question ids answered by an event we appended
 	pgid      int
+	cg        *jobCgroup // its cgroup, when jobs run in cgroups (cgroup.go)
+	out       *output    // the copy of its stdout and stderr to its log (output.go)
 	started   time.Time
 	reason    ending
 	timeout   time.Duration
@@ -177,21 +179,30 @@ func (r *run) preflight(prev *spool.Lease) *os.File {
 	return specLock
 }
 
-// start starts the job's process with its log, the two locks and, for a
-// script, the pipe bash reads it from; the locks are closed here either
-// way (the child holds them). exited receives the process's end.
+// start starts the job's process with its output pipe, its cgroup, the
+// two locks and, for a script, the pipe bash reads it from; the locks are
+// closed here either way (the child holds them). exited receives the
+// process's end.
 func (r *run) start(specLock, chatLock *os.File) (exited <-chan error, err error) {
 	defer specLock.Close()
 	cmd, err := r.command()
 	if err != nil {
 		return nil, err
 	}
-	logf, err := r.d.s.OpenLog(r.job)
+	out, err := r.openOutput()
 	if err != nil {
 		return nil, err
 	}
-	defer logf.Close()
-	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Stdout, cmd.Stderr = out.wr, out.wr
+	if d := r.d; d.cg != nil {
+		cg, err := d.cg.make(r.job, d.cfg.KillGrace)
+		if err != nil {
+			out.started(false)
+			return nil, err
+		}
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(cg.dir.Fd())
+		r.cg = cg
+	}
 	// fd 3 and 4: the spec's and the chat's locks, inherited by every
 	// process the job starts, so that the kernel tells for certain whether
 	// any of them still lives. fd 5: the script, for bash to read.
@@ -199,11 +210,14 @@ func (r *run) start(specLock, chatLock *os.File) (exited <-chan error, err error
 	var script, scriptW *os.File
 	if r.sp.Script != nil {
 		if script, scriptW, err = os.Pipe(); err != nil {
+			out.started(false)
+			r.dropCgroup()
 			return nil, fmt.Errorf("cannot start bash: %v", err)
 		}
 		cmd.ExtraFiles = append(cmd.ExtraFiles, script)
 	}
 	err = cmd.Start()
+	out.started(err == nil)
 	if script != nil {
 		script.Close()
 	}
@@ -211,7 +225,12 @@ func (r *run) start(specLock, chatLock *os.File) (exited <-chan error, err error
 		if scriptW != nil {
 			scriptW.Close()
 		}
+		r.dropCgroup()
 		return nil, fmt.Errorf("cannot start %q: %v", cmd.Args[0], err)
+	}
+	r.out = out
+	if r.cg != nil {
+		r.cg.started()
 	}
 	if scriptW != nil {
 		go func() {
@@ -223,6 +242,14 @@ func (r *run) start(specLock, chatLock *os.File) (exited <-chan error, err error
 	ch := make(chan error, 1)
 	go func() { ch <- cmd.Wait() }()
 	return ch, nil
+}
+
+// dropCgroup removes the cgroup of a job that did not start.
+func (r *run) dropCgroup() {
+	if r.cg != nil {
+		r.cg.remove()
+		r.cg = nil
+	}
 }
 
 // lockSpec takes the spec's lock for the new attempt. If some process of
@@ -353,10 +380,10 @@ func (r *run) loop(exited <-chan error) {
 		case <-hard:
 			hard = nil
 			r.stop(k, endShutdown, "interrupted by shutdown: ending the job")
-			signalGroup(r.pgid, syscall.SIGKILL)
+			r.signal(syscall.SIGKILL)
 		case <-k.killC:
 			k.killC = nil
-			signalGroup(r.pgid, syscall.SIGKILL)
+			r.signal(syscall.SIGKILL)
 		}
 		// keep is reset by every flush; drain a tick it raced with.
 		if !r.lastFlush.IsZero() {
@@ -417,8 +444,8 @@ func (k *clocks) stopAll() {
 	}
 }
 
-// stop ends the job's process group: SIGTERM now, SIGKILL after the kill
-// grace. The first reason given is the one the job ends with; the event
+// stop ends the job's processes (its group, its cgroup): SIGTERM now,
+// SIGKILL after the kill grace. The first reason given is the one the job ends with; the event
 // and the log line say it once.
 func (r *run) stop(k *clocks, why ending, text string) {
 	if r.reason == endNone {
@@ -430,7 +457,7 @@ func (r *run) stop(k *clocks, why ending, text string) {
 			r.log.Info(text)
 		}
 	}
-	signalGroup(r.pgid, syscall.SIGTERM)
+	r.signal(syscall.SIGTERM)
 	if k.kill == nil {
 		k.kill = time.NewTimer(r.d.cfg.KillGrace)
 		k.killC = k.kill.C
@@ -459,25 +486,41 @@ func resetTimer(t *time.Timer, d time.Duration) {
 	t.Reset(d)
 }
 
-// exited ends the attempt once its main process is gone: what it left in
-// its group is ended too (the locks it inherited would otherwise keep the
-// chat busy), and then the result and the last progress are written.
+// exited ends the attempt once its main process is gone: what it left (in
+// its cgroup, its group, its session, or holding its locks or its output)
+// is ended too (the locks it inherited would otherwise keep the chat
+// busy, and its output would run on past the run), the copy of its
+// output is finished, and then the result and the last progress are
+// written.
 func (r *run) exited(werr error) {
 	if r.beat != nil && r.beat.fenced.Load() {
 		// Cut off: nothing more is written for the job, and nothing of
 		// the spool is touched (it may hang); whoever recovers the job
 		// once its lease has expired owns it.
-		signalGroup(r.pgid, syscall.SIGKILL)
+		r.signal(syscall.SIGKILL)
+		if r.out != nil {
+			r.out.stop()
+		}
+		if cg := r.cg; cg != nil {
+			go func() { cg.wait(2 * time.Second); cg.remove() }()
+		}
 		r.log.Warn("fenced: the job was ended while the spool did not answer; writing nothing")
 		return
 	}
 	d := r.d
 	// The run's heartbeat (fence.go) goes on until the loop returns: the
 	// lease stays fresh while what the job left is ended.
-	ok := d.endAttempt(r.job, r.sp.Chat, r.pgid, d.cfg.KillGrace)
-	if !ok {
+	a := attempt{job: r.job, chat: r.sp.Chat, pgid: r.pgid, sid: r.pgid, out: r.out, cg: r.cg}
+	if r.out != nil && !d.attemptAlive(r.job) {
+		// The copy sees the end of the output within moments of the
+		// main process's exit, when nothing else holds it: the usual
+		// case, which asks nothing of /proc.
+		r.out.wait(20 * time.Millisecond)
+	}
+	if !d.end(a, d.cfg.KillGrace) {
 		r.log.Warn("a process of the job left its group and still holds the spec lock")
 	}
+	r.finishOutput()
 	var exit *int
 	var ps *os.ProcessState
 	var ee *exec.ExitError
@@ -525,6 +568,23 @@ func (r *run) exited(werr error) {
 		r.end(spool.Failed, exit, fmt.Sprintf("exit status %d", code))
 	default:
 		r.end(spool.Failed, nil, werr.Error())
+	}
+}
+
+// finishOutput waits for the copy of the job's output to end (every
+// writer gone), so that the log is whole before the result says the job
+// ended. A writer that outlived all of end (one outside the job's cgroup,
+// or that left its group and session and holds no lock) has its pipe
+// closed under it: it gets EPIPE, and the log nothing more.
+func (r *run) finishOutput() {
+	o := r.out
+	if o == nil || o.wait(2*time.Second) {
+		return
+	}
+	r.log.Warn("a process of the job outlived it and still holds its output: closing the output, the log gets nothing more")
+	o.stop()
+	if !o.wait(2 * time.Second) {
+		r.use.logStuck = true // the copy is stuck writing the log: its counts are not read
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -240,4 +241,87 @@ spool say done-flooding`, seconds))
 	if !strings.Contains(fout.String(), "done-flooding") {
 		t.Errorf("the watcher did not see the run to its end:\n%.2000s", fout.String())
 	}
+}
+
+// attackProcs returns the pids of the processes whose command line holds
+// mark.
+func attackProcs(mark string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && bytes.Contains(b, []byte(mark)) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// 7 (second review). A log limit that ended with the run: a writer that
+// left the job's session and group (setsid) and closed fds 3 and 4 kept
+// writing to the job's log after the job had ended, past its limit (286
+// MiB against 64 MiB), and ran on. Everything a job started ends with it
+// now, whether spoold has a cgroup for the job or not, and whoever
+// writes the log is held to its limit.
+func TestAttackLogOutlivesRun(t *testing.T) {
+	for _, mode := range []string{"auto", "off"} {
+		t.Run("cgroup "+mode, func(t *testing.T) {
+			dir := newSpool(t)
+			mark := fmt.Sprintf("escapee-%d-%s", os.Getpid(), mode)
+			t.Cleanup(func() {
+				for _, pid := range attackProcs(mark) {
+					syscall.Kill(pid, syscall.SIGKILL)
+				}
+			})
+			// The escapee writes 256 KiB every 20 ms to the stdout it
+			// inherited, the job's log, from a session of its own,
+			// without the descriptors that mark a job's processes.
+			job := spooldSubmit(t, dir, "--chat", "escape", "--", "sh", "-c", `
+setsid sh -c 'exec 3>&- 4>&-; while :; do head -c 262144 /dev/zero | tr "\0" x; echo; sleep 0.02; done' `+mark+` &
+sleep 0.5; echo main-done`)
+			args := []string{"--max-log", "1MiB", "--kill-grace", "1s"}
+			if mode == "off" {
+				args = append(args, "--cgroup", "off")
+			}
+			p := spooldStart(t, dir, args...)
+			s := openSpool(t, dir, 200)
+			r := waitEnd(t, s, job, 30*time.Second, 20*time.Millisecond)
+			if r.State != spool.Done {
+				t.Errorf("the job ended %s: %s", r.State, relStr(r.Error))
+			}
+			logName := filepath.Join(dir, job+".log")
+			fi, err := os.Stat(logName)
+			if err != nil {
+				t.Fatal(err)
+			}
+			atEnd := fi.Size()
+			// The point of the wait: what happens to the log after the end.
+			time.Sleep(2 * time.Second)
+			fi, _ = os.Stat(logName)
+			t.Logf("the log: %d bytes at the end, %d two seconds later (limit 1 MiB); spoold said: %s", atEnd, fi.Size(),
+				firstMatch(p.logText(), "jobs are ended"))
+			if fi.Size() != atEnd {
+				t.Errorf("the log grew from %d to %d bytes after the job ended", atEnd, fi.Size())
+			}
+			if fi.Size() > 2<<20 {
+				t.Errorf("the log is %d bytes; its limit is 1 MiB", fi.Size())
+			}
+			if left := attackProcs(mark); len(left) > 0 {
+				t.Errorf("the job's escapee still runs after the job's end: pids %v", left)
+			}
+		})
+	}
+}
+
+// firstMatch is the first line of text that holds s.
+func firstMatch(text, s string) string {
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, s) {
+			return l
+		}
+	}
+	return ""
 }
