@@ -3,6 +3,8 @@ package spoold
 import (
 	"fmt"
 	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
 )
 
 // A script job's spec may set only the names of an allowlist in its env
@@ -53,7 +55,7 @@ func NewScriptEnv(extra []string) (*ScriptEnv, error) {
 	}
 	for _, e := range extra {
 		name, prefix := strings.CutSuffix(e, "*")
-		if !envName(name) {
+		if !syntax.ValidName(name) {
 			return nil, fmt.Errorf("script env %q: not a variable name (letters, digits and _, not starting with a digit; a trailing * for a prefix)", e)
 		}
 		for _, u := range unsafeEnv {
@@ -78,7 +80,7 @@ func NewScriptEnv(extra []string) (*ScriptEnv, error) {
 // name's value must be a locale's name: one with a slash is a path, and
 // glibc would load that file as locale data.
 func (a *ScriptEnv) Allows(name, value string) bool {
-	if !envName(name) {
+	if !syntax.ValidName(name) {
 		return false
 	}
 	ok := a.names[name]
@@ -89,18 +91,4 @@ func (a *ScriptEnv) Allows(name, value string) bool {
 		return strings.Trim(value, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.@:-") == ""
 	}
 	return ok
-}
-
-// envName reports whether s is a shell variable's name.
-func envName(s string) bool {
-	if s == "" || s[0] >= '0' && s[0] <= '9' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
-			return false
-		}
-	}
-	return true
 }
