@@ -2,6 +2,7 @@ package spoold
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -255,8 +256,9 @@ func (g *jobCgroup) remove() {
 // startCgroups decides, once at start, how this daemon ends its jobs, and
 // says so in one log line: in a cgroup per job (Config.Cgroup auto or on,
 // where spoold can make one), or by process group and session. Cgroups
-// that daemons of this spool left here are swept (sweepCgroups).
-func (d *Daemon) startCgroups() error {
+// that daemons left here are swept (sweepCgroups), at start and then every
+// minute until ctx is done.
+func (d *Daemon) startCgroups(ctx context.Context) error {
 	e := d.log.WithField("worker", d.cfg.Worker)
 	if d.cfg.Cgroup == CgroupOff {
 		e.WithField("cgroup", "off").Info("jobs are ended by their process group and session (--cgroup off)")
@@ -276,7 +278,19 @@ func (d *Daemon) startCgroups() error {
 	d.cg = c
 	e.WithField("cgroup", c.dir).Info("jobs are ended with their cgroup")
 	d.bg.Add(1)
-	go func() { defer d.bg.Done(); d.sweepCgroups() }()
+	go func() {
+		defer d.bg.Done()
+		t := time.NewTicker(time.Minute)
+		defer t.Stop()
+		for {
+			d.sweepCgroups()
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
 	return nil
 }
 
@@ -316,23 +330,27 @@ func probeCgroup(c *cgroups) error {
 // sweepCgroups ends what daemons of this spool that died left in their
 // jobs' cgroups here, for jobs that have ended since (recovered on another
 // host, or whose processes closed the descriptors recovery looks for),
-// and removes the empty cgroups a minute old or more (a younger one may
-// be a cgroup another daemon just made for a job it is starting).
+// and removes the empty cgroups of any spool a minute old or more (a
+// younger one may be a cgroup another daemon just made for a job it is
+// starting; an empty one holds nothing any daemon needs).
 func (d *Daemon) sweepCgroups() {
 	ents, err := os.ReadDir(d.cg.dir)
 	if err != nil {
 		return
 	}
 	for _, ent := range ents {
-		job, ok := strings.CutPrefix(ent.Name(), d.cg.prefix)
-		if !ok || !ent.IsDir() || !spool.ValidID(job) || strings.HasPrefix(job, "probe-") {
+		if !ent.IsDir() || !strings.HasPrefix(ent.Name(), "vmspool-") {
 			continue
 		}
-		g := d.cg.of(job)
+		g := &jobCgroup{path: filepath.Join(d.cg.dir, ent.Name())}
 		if !g.populated() {
 			if fi, err := ent.Info(); err == nil && time.Since(fi.ModTime()) > time.Minute {
 				g.remove()
 			}
+			continue
+		}
+		job, ok := strings.CutPrefix(ent.Name(), d.cg.prefix)
+		if !ok || !spool.ValidID(job) || strings.HasPrefix(job, "probe-") {
 			continue
 		}
 		st, err := d.s.State(job)

@@ -96,7 +96,7 @@ func (d *Daemon) StopNow() {
 // those still running and queues them again (or ends them, per their
 // attempts), and returns nil. It returns an error only if it cannot start.
 func (d *Daemon) Run(ctx context.Context) error {
-	if err := d.startCgroups(); err != nil {
+	if err := d.startCgroups(ctx); err != nil {
 		return err
 	}
 	if d.cfg.Poll <= 0 {

@@ -16,9 +16,9 @@ import (
 // rate are not relayed to the chat (one note says how many), and below the
 // free-space floor no new job is claimed.
 
-// limitEvery is how often a running job's events are measured (a job
-// writing at disk speed overshoots their limit by at most this much of
-// writing), and how often at most its log is cut.
+// limitEvery is how often a running job's log and events are measured (a
+// job writing at disk speed overshoots their limit by at most this much
+// of writing), and how often at most its log is cut.
 const limitEvery = 50 * time.Millisecond
 
 // syncSlice is the most events one pass of the run's loop folds into the
@@ -29,12 +29,13 @@ const syncSlice = 8192
 // syncBudget is how long one pass of the loop may read a flood.
 const syncBudget = 50 * time.Millisecond
 
-// watchLimits measures the job's events every limitEvery in a goroutine
+// watchLimits measures the job's events, and its log when the job writes
+// the log itself (in a cgroup: output.go), every limitEvery in a goroutine
 // of its own, until stop; an events file past its limit is sent on hit
 // (once), the job's processes having been sent SIGTERM at once. stop
 // returns once the goroutine is gone: the usage it wrote may then be read.
 func (r *run) watchLimits() (hit <-chan string, stop func()) {
-	if r.use.lim.Events <= 0 {
+	if r.use.lim.Events <= 0 && (r.use.lim.Log <= 0 || r.out != nil) {
 		return nil, func() {}
 	}
 	h := make(chan string, 1)
@@ -96,8 +97,9 @@ func askFor(def, want, ceiling int64) int64 {
 }
 
 // usage is what a run has written against its limits. The log's fields
-// are the output copy's until it ends (output.go), the events' the limit
-// watcher's (watchLimits) until it stops; the rate's are the run loop's.
+// are the limit watcher's (watchLimits) until it stops, or the output
+// copy's until it ends (output.go); the events' the watcher's; the rate's
+// the run loop's.
 type usage struct {
 	lim       spool.Limits
 	logCuts   int
@@ -112,11 +114,17 @@ type usage struct {
 	logStuck  bool // the output copy did not end: its fields are not read
 }
 
-// checkLimits measures the job's events: past their limit it returns the
-// reason to end the job. (The log is held to its limit by the copy of the
-// job's output, output.go.)
+// checkLimits measures the job's log, when the job writes it itself, and
+// cuts it past its limit (without a cgroup, the copy of the job's output
+// does, output.go); and the job's events: past their limit it returns the
+// reason to end the job.
 func (r *run) checkLimits() (stop string) {
 	d, u := r.d, &r.use
+	if u.lim.Log > 0 && r.out == nil {
+		if fi, err := d.s.Stat(r.job + spool.ExtLog); err == nil && fi.Size() > u.lim.Log {
+			r.cutLog(fi.Size())
+		}
+	}
 	if u.lim.Events > 0 && !u.eventsCap {
 		if fi, err := d.s.Stat(r.job + spool.ExtEvents); err == nil && fi.Size() > u.lim.Events {
 			u.eventsCap = true
@@ -129,7 +137,8 @@ func (r *run) checkLimits() (stop string) {
 
 // cutLog cuts the job's log, size bytes and past its limit, back to its
 // first half and its newest quarter with a line marking the cut (the
-// job's output goes on after it). Called by the copy of the output only.
+// job's output goes on after it). Called by the limit watcher or the copy
+// of the output, whichever writes the log's usage.
 func (r *run) cutLog(size int64) {
 	d, u := r.d, &r.use
 	lim := u.lim.Log

@@ -12,19 +12,23 @@ import (
 )
 
 // output carries a job's stdout and stderr into <job>.log through a pipe
-// that spoold reads, rather than handing the job the log's own descriptor.
-// A descriptor of the log, once handed out, cannot be taken back: a
-// process that left the job's group and session kept writing to the log
-// after the job's end, past its limit, as long as it lived. Through the
-// pipe, spoold is the log's one writer while the run lives, holds the
-// log to its limit whoever writes into the pipe, and closes its end with
-// the run: a writer left behind then gets EPIPE, and never reaches the
-// log. The pipe also tells spoold for certain whether any process still
-// holds the job's output (end of file comes only when every copy of the
-// write end is closed), and its inode marks the processes that do
-// (holders, group.go).
+// that spoold reads, where the job has no cgroup, rather than handing the
+// job the log's own descriptor. A descriptor of the log, once handed out,
+// cannot be taken back: a process that left the job's group and session
+// kept writing to the log after the job's end, past its limit, as long as
+// it lived, and without a cgroup nothing finds such a process for sure.
+// Through the pipe, spoold is the log's one writer while the run lives,
+// holds the log to its limit whoever writes into the pipe, and closes its
+// end with the run: a writer left behind then gets EPIPE, and never
+// reaches the log. The pipe also tells spoold for certain whether any
+// process still holds the job's output (end of file comes only when
+// every copy of the write end is closed), and its inode marks the
+// processes that do (holders, group.go).
 //
-// The cost is a copy in spoold of what the job prints, 64 KiB a read.
+// The costs: a copy in spoold of what the job prints, 64 KiB a read; and
+// a job whose spoold dies gets EPIPE (SIGPIPE) at its next write to
+// stdout or stderr. With a cgroup, the job writes the log itself (run.go,
+// stdout): nothing of it outlives the run.
 type output struct {
 	r    *run
 	rd   *os.File // spoold's end

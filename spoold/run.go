@@ -179,8 +179,8 @@ func (r *run) preflight(prev *spool.Lease) *os.File {
 	return specLock
 }
 
-// start starts the job's process with its output pipe, its cgroup, the
-// two locks and, for a script, the pipe bash reads it from; the locks are
+// start starts the job's process with its cgroup, its stdout, the two
+// locks and, for a script, the pipe bash reads it from; the locks are
 // closed here either way (the child holds them). exited receives the
 // process's end.
 func (r *run) start(specLock, chatLock *os.File) (exited <-chan error, err error) {
@@ -189,20 +189,20 @@ func (r *run) start(specLock, chatLock *os.File) (exited <-chan error, err error
 	if err != nil {
 		return nil, err
 	}
-	out, err := r.openOutput()
-	if err != nil {
-		return nil, err
-	}
-	cmd.Stdout, cmd.Stderr = out.wr, out.wr
 	if d := r.d; d.cg != nil {
 		cg, err := d.cg.make(r.job, d.cfg.KillGrace)
 		if err != nil {
-			out.started(false)
 			return nil, err
 		}
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(cg.dir.Fd())
 		r.cg = cg
 	}
+	stdout, started, err := r.stdout()
+	if err != nil {
+		r.dropCgroup()
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = stdout, stdout
 	// fd 3 and 4: the spec's and the chat's locks, inherited by every
 	// process the job starts, so that the kernel tells for certain whether
 	// any of them still lives. fd 5: the script, for bash to read.
@@ -210,14 +210,14 @@ func (r *run) start(specLock, chatLock *os.File) (exited <-chan error, err error
 	var script, scriptW *os.File
 	if r.sp.Script != nil {
 		if script, scriptW, err = os.Pipe(); err != nil {
-			out.started(false)
+			started(false)
 			r.dropCgroup()
 			return nil, fmt.Errorf("cannot start bash: %v", err)
 		}
 		cmd.ExtraFiles = append(cmd.ExtraFiles, script)
 	}
 	err = cmd.Start()
-	out.started(err == nil)
+	started(err == nil)
 	if script != nil {
 		script.Close()
 	}
@@ -228,7 +228,6 @@ func (r *run) start(specLock, chatLock *os.File) (exited <-chan error, err error
 		r.dropCgroup()
 		return nil, fmt.Errorf("cannot start %q: %v", cmd.Args[0], err)
 	}
-	r.out = out
 	if r.cg != nil {
 		r.cg.started()
 	}
@@ -242,6 +241,32 @@ func (r *run) start(specLock, chatLock *os.File) (exited <-chan error, err error
 	ch := make(chan error, 1)
 	go func() { ch <- cmd.Wait() }()
 	return ch, nil
+}
+
+// stdout is what the job's stdout and stderr are: with a cgroup, the
+// log's own descriptor (no process of the job outlives the run, and one
+// that lives on when spoold dies is not cut off from its output: it ends
+// when the next attempt or a recoverer ends it, its TERM trap run); without
+// one, the pipe spoold copies into the log (output.go). started(ok) is
+// called once the job has started, or failed to.
+func (r *run) stdout() (w *os.File, started func(ok bool), err error) {
+	if r.cg != nil {
+		log, err := r.d.s.OpenLog(r.job)
+		if err != nil {
+			return nil, nil, err
+		}
+		return log, func(bool) { log.Close() }, nil
+	}
+	out, err := r.openOutput()
+	if err != nil {
+		return nil, nil, err
+	}
+	return out.wr, func(ok bool) {
+		out.started(ok)
+		if ok {
+			r.out = out
+		}
+	}, nil
 }
 
 // dropCgroup removes the cgroup of a job that did not start.
