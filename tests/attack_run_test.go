@@ -316,6 +316,49 @@ sleep 0.5; echo main-done`)
 	}
 }
 
+// The same escapee, left by a spoold killed with -9: it is ended before
+// the job's next attempt runs, with a cgroup by recovery (the job's cgroup
+// is not empty though no process holds the spec's lock), without one by
+// its own next write (nothing reads its output pipe any more).
+func TestAttackEscapeeAfterKill9(t *testing.T) {
+	for _, mode := range []string{"auto", "off"} {
+		t.Run("cgroup "+mode, func(t *testing.T) {
+			dir := newSpool(t)
+			mark := fmt.Sprintf("escapee9-%d-%s", os.Getpid(), mode)
+			t.Cleanup(func() {
+				for _, pid := range attackProcs(mark) {
+					syscall.Kill(pid, syscall.SIGKILL)
+				}
+			})
+			started := filepath.Join(t.TempDir(), "started")
+			job := spooldSubmit(t, dir, "--chat", "escape9", "--attempts", "2", "--", "sh", "-c", `
+if [ "$SPOOL_ATTEMPT" = 1 ]; then
+  setsid sh -c 'exec 3>&- 4>&-; while :; do echo still here; sleep 0.02; done' `+mark+` &
+  touch "$0"; sleep 60
+fi
+echo "attempt $SPOOL_ATTEMPT"`, started)
+			var args []string
+			if mode == "off" {
+				args = []string{"--cgroup", "off"}
+			}
+			p := spooldStart(t, dir, append(args, "--lease", "2s")...)
+			eventually(t, 30*time.Second, 10*time.Millisecond, "the escapee", func() bool {
+				_, err := os.Stat(started)
+				return err == nil && len(attackProcs(mark)) > 0
+			})
+			p.kill()
+			spooldStart(t, dir, append(args, "--lease", "2s")...)
+			s := openSpool(t, dir, 200)
+			if r := waitEnd(t, s, job, 60*time.Second, 20*time.Millisecond); r.State != spool.Done || r.Attempt != 2 {
+				t.Errorf("the job ended %s at attempt %d: %s", r.State, r.Attempt, relStr(r.Error))
+			}
+			if left := attackProcs(mark); len(left) > 0 {
+				t.Errorf("the first attempt's escapee still runs after the second attempt's end: pids %v", left)
+			}
+		})
+	}
+}
+
 // firstMatch is the first line of text that holds s.
 func firstMatch(text, s string) string {
 	for _, l := range strings.Split(text, "\n") {
