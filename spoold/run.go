@@ -470,8 +470,8 @@ func (k *clocks) stopAll() {
 }
 
 // stop ends the job's processes (its group, its cgroup): SIGTERM now,
-// SIGKILL after the kill grace. The first reason given is the one the job ends with; the event
-// and the log line say it once.
+// SIGKILL after the kill grace. The first reason given is the one the job
+// ends with; the event and the log line say it once.
 func (r *run) stop(k *clocks, why ending, text string) {
 	if r.reason == endNone {
 		r.reason = why
@@ -596,11 +596,10 @@ func (r *run) exited(werr error) {
 	}
 }
 
-// finishOutput waits for the copy of the job's output to end (every
-// writer gone), so that the log is whole before the result says the job
-// ended. A writer that outlived all of end (one outside the job's cgroup,
-// or that left its group and session and holds no lock) has its pipe
-// closed under it: it gets EPIPE, and the log nothing more.
+// finishOutput waits for the copy of the job's output (a job without a
+// cgroup) to end, every writer gone, so that the log is whole before the
+// result says the job ended. A writer that outlived all of end has its
+// pipe closed under it: it gets EPIPE, and the log nothing more.
 func (r *run) finishOutput() {
 	o := r.out
 	if o == nil || o.wait(2*time.Second) {
