@@ -51,7 +51,9 @@ type Daemon struct {
 	intOnce   sync.Once
 	bg        sync.WaitGroup // recoveries and cancels under way
 
-	devNull devNull // every job's stdin (run.go)
+	devNull   devNull    // every job's stdin (run.go)
+	scriptEnv *ScriptEnv // what a script job's spec may set (scriptenv.go)
+	cg        *cgroups   // where its jobs' cgroups are made; nil: none (cgroup.go)
 
 	floorMu  sync.Mutex
 	floorAt  time.Time // when the free space was last checked (limits.go)
@@ -76,6 +78,9 @@ func New(cfg Config) (*Daemon, error) {
 		interrupt:  make(chan struct{}), hard: make(chan struct{}),
 	}
 	d.pst, _ = spool.ProcessStart(d.pid)
+	if d.scriptEnv, err = NewScriptEnv(cfg.ScriptEnv); err != nil {
+		return nil, fmt.Errorf("spoold: %w", err)
+	}
 	return d, nil
 }
 
@@ -91,6 +96,9 @@ func (d *Daemon) StopNow() {
 // those still running and queues them again (or ends them, per their
 // attempts), and returns nil. It returns an error only if it cannot start.
 func (d *Daemon) Run(ctx context.Context) error {
+	if err := d.startCgroups(ctx); err != nil {
+		return err
+	}
 	if d.cfg.Poll <= 0 {
 		// The watch goes on before the first scan, or a marker created in
 		// between would never be seen. It watches the root directory, never
