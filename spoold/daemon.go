@@ -23,9 +23,11 @@ const parkedRetry = time.Second
 // Daemon serves one spool. Build it with New, run it with Run.
 type Daemon struct {
 	// pending: jobs seen claimed without a lease, when first and last
-	// seen so (chatElsewhere).
+	// seen so (chatElsewhere); future: leases seen with a heartbeat in
+	// the future (heartbeat).
 	pmu     sync.Mutex
 	pending map[string][2]time.Time
+	future  map[string]futureBeat
 
 	cfg  Config
 	s    *spool.Spool
