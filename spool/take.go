@@ -52,6 +52,13 @@ func (s *Spool) take(dirfd int, tmp, name string) error {
 			unix.Unlinkat(dirfd, tmp, 0)
 			return nil
 		}
+		// A link whose reply was lost and that was sent again (NFSv3)
+		// fails although the first one made the name: it is then the
+		// temporary's own file.
+		if sameFileAt(dirfd, tmp, name) {
+			unix.Unlinkat(dirfd, tmp, 0)
+			return nil
+		}
 		// sshfs answers a link over an existing name with EPERM (sftp
 		// has no EEXIST): what stands there says which it was.
 		if err == unix.EEXIST || existsAt(dirfd, name) {
@@ -75,6 +82,13 @@ func (s *Spool) take(dirfd int, tmp, name string) error {
 func existsAt(dirfd int, name string) bool {
 	var st unix.Stat_t
 	return unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil
+}
+
+func sameFileAt(dirfd int, a, b string) bool {
+	var sa, sb unix.Stat_t
+	return unix.Fstatat(dirfd, a, &sa, unix.AT_SYMLINK_NOFOLLOW) == nil &&
+		unix.Fstatat(dirfd, b, &sb, unix.AT_SYMLINK_NOFOLLOW) == nil &&
+		sa.Dev == sb.Dev && sa.Ino == sb.Ino
 }
 
 func takenError(name string) error {

@@ -330,3 +330,45 @@ func TestAttackRootSpoolParents(t *testing.T) {
 		}
 	})
 }
+
+// 10, over sshfs, which refuses renameat2's RENAME_NOREPLACE and answers
+// a link(2) over an existing name with EPERM: two submitters of one id on
+// a host that mounts the spool still queue it once, the other told it
+// already exists, and both ways of taking a name are used there (the
+// flag refused, then a link).
+func TestMultiHostTakeOnce(t *testing.T) {
+	c := mhStart(t)
+	const rounds = 20
+	errs := filepath.Join(c.dir, "errs")
+	h := c.host("take", mhRecommended, "sh", "-c", `for i in $(seq `+fmt.Sprint(rounds)+`); do
+	spool --spool "$SPOOL" submit --chat c --id "t$i" -- true >/dev/null 2>>"$0" &
+	spool --spool "$SPOOL" submit --chat c --id "t$i" -- true >/dev/null 2>>"$0" &
+	wait
+done
+echo "all submitted"
+sleep 600`, errs)
+	eventually(t, 120*time.Second, 50*time.Millisecond, "the host's submits", func() bool {
+		return strings.Contains(h.p.logText(), "all submitted")
+	})
+	b, _ := os.ReadFile(errs)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	taken := 0
+	for _, l := range lines {
+		if strings.Contains(l, "already exists") {
+			taken++
+		} else if l != "" {
+			t.Errorf("a submit over sshfs failed: %s", l)
+		}
+	}
+	if taken != rounds {
+		t.Errorf("%d of %d second submitters were told the id already exists; want all (both queued it in the others)", taken, rounds)
+	}
+	for i := 1; i <= rounds; i++ {
+		if _, err := os.Stat(filepath.Join(c.spool, fmt.Sprintf("t%d.ready", i))); err != nil {
+			t.Errorf("t%d: not queued: %v", i, err)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(c.spool, ".*")); len(left) > 0 {
+		t.Errorf("temporaries left: %v", left)
+	}
+}

@@ -221,6 +221,14 @@ def _take(dfd, tmp, name):
         os.unlink(tmp, dir_fd=dfd)
         return
     except OSError as e:
+        # A link sent again after a lost reply (NFSv3) made the name.
+        try:
+            a, b = os.lstat(tmp, dir_fd=dfd), os.lstat(name, dir_fd=dfd)
+            if (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino):
+                os.unlink(tmp, dir_fd=dfd)
+                return
+        except OSError:
+            pass
         # sshfs answers a link over an existing name with EPERM.
         if e.errno == errno.EEXIST or _exists(dfd, name):
             raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), name) from None
