@@ -269,8 +269,18 @@ func TestAttackRootClientsOwnership(t *testing.T) {
 			t.Errorf("root's Python job ended %s: %v", r.State, r.Error)
 		}
 	}
-	if b, _ := os.ReadFile(logf.Name()); strings.Contains(string(b), "cannot read spec") {
-		t.Errorf("spoold could not read root's spec:\n%s", b)
+	// Root's hand submission under umask 077 (docs/contract.md, 5) is a
+	// 0600 root:root spec no client could fix: the job ends failed, saying
+	// why, rather than wait for ever.
+	hand := exec.Command("sh", "-c", `umask 077; cd "$0" && printf '{"chat":"hand","argv":["true"]}' > .h.json && mv .h.json h.json && : > .h.ready && mv .h.ready h.ready`, dir)
+	if out, err := hand.CombinedOutput(); err != nil {
+		t.Fatalf("hand submit: %v: %s", err, out)
+	}
+	if r := waitEnd(t, s, "h", 30*time.Second, 20*time.Millisecond); r.State != spool.Failed || r.Error == nil || !strings.Contains(*r.Error, "permission denied") {
+		t.Errorf("root's unreadable hand submission ended %s: %v", r.State, r.Error)
+	}
+	if b, _ := os.ReadFile(logf.Name()); strings.Count(string(b), "cannot read spec") > 0 {
+		t.Errorf("spoold waited on a spec it could not read:\n%s", b)
 	}
 }
 
