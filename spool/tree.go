@@ -304,7 +304,7 @@ func writeSynced(dir *os.Root, name string, data []byte) error {
 	}
 	defer pf.Cleanup()
 	if fi, err := pf.Stat(); err == nil {
-		settle(pf.File, fi, func() (fs.FileInfo, error) { return dir.Lstat(path.Dir(name)) })
+		settle(pf.File, fi, true, func() (fs.FileInfo, error) { return dir.Lstat(path.Dir(name)) })
 	}
 	if _, err := pf.Write(data); err != nil {
 		return err
