@@ -23,9 +23,11 @@ const parkedRetry = time.Second
 // Daemon serves one spool. Build it with New, run it with Run.
 type Daemon struct {
 	// pending: jobs seen claimed without a lease, when first and last
-	// seen so (chatElsewhere).
+	// seen so (chatElsewhere); future: leases seen with a heartbeat in
+	// the future (heartbeat).
 	pmu     sync.Mutex
 	pending map[string][2]time.Time
+	future  map[string]futureBeat
 
 	cfg  Config
 	s    *spool.Spool
@@ -422,8 +424,11 @@ func (d *Daemon) lease(chat string) spool.Lease {
 }
 
 // permanent reports whether an error reading a document will not go away by
-// trying again: the job must end rather than wait.
+// trying again: the job must end rather than wait. A spec this daemon may
+// not read (root's 0600 hand submission, say) is one: it waited for ever,
+// "cannot read spec; will retry".
 func permanent(err error) bool {
 	return errors.Is(err, spool.ErrCorrupt) || errors.Is(err, spool.ErrNotRegular) ||
-		errors.Is(err, spool.ErrTooLarge) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, spool.ErrInvalidID)
+		errors.Is(err, spool.ErrTooLarge) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, spool.ErrInvalidID) ||
+		errors.Is(err, fs.ErrPermission)
 }

@@ -228,7 +228,7 @@ func openSpool(dir string) (*spool.Spool, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := spool.CheckRootSafe(s.Dir, os.Geteuid()); err != nil {
+	if err := s.CheckRootSafe(os.Geteuid()); err != nil {
 		s.Close()
 		return nil, err
 	}
