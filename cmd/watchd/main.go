@@ -152,14 +152,17 @@ func follow(args []string, stdout, stderr io.Writer) error {
 	if timeout < 0 || ev < 0 || c.poll < 0 {
 		return cli.Usagef("follow: durations must not be negative")
 	}
+	// Signals are caught before the spool is opened: a stop that comes
+	// while it opens still ends the follower with 128+n, never the
+	// default action's bare kill.
+	sig := cli.CatchSignals()
+	defer sig.Stop()
 	log, s, err := logAndOpen(&c, stderr)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
 
-	sig := cli.CatchSignals()
-	defer sig.Stop()
 	ctx := sig.Context()
 	end, err := watchd.Follow(ctx, watchd.FollowConfig{
 		Spool: s, Chat: chat, Job: job, Began: began,
