@@ -115,7 +115,7 @@ class Tools:
             raise
         except Exception as e:
             await done("Lost track of the run: %s" % e)
-            return "Lost track of the run (job %s): %s. `spool show %s` on the host says how it is doing." % (job, e, job)
+            return "Lost track of the run (job %s): %s. `spool show %s` on the host says how it is doing." % (job, e, shlex.quote(job))
         return _report(out, v.commit_tool)
 
 

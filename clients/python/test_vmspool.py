@@ -126,6 +126,27 @@ class SubmitTest(SpoolCase):
         self.assertFalse(vmspool.valid_id("x" * 129))
         self.assertTrue(vmspool.valid_id("x" * 128))
 
+    def test_answer_hint_pasted(self):
+        # Second review, 2: a question id of `x $(touch P) #` went into the
+        # hint as it was, and the line ran touch when pasted. The hint
+        # quotes every word and names only a question whose id is an id.
+        pasted = os.path.join(self.tmp, "pasted")
+        evil = "x $(touch %s) #" % pasted
+        cases = [("c1", {"id": evil}), ("c1", {"id": "q-1"}), ("c1", {}),
+                 ("it's $(touch %s)" % pasted, {"id": "q1"})]
+        for chat, q in cases:
+            line = vmspool.answer_hint(chat, vmspool.Question(q))
+            self.assertTrue(line.endswith(" TEXT"), line)
+            if q.get("id") in ("q-1", "q1"):
+                self.assertIn("--question %s " % q["id"], line)
+            else:
+                self.assertNotIn("--question", line)
+            e = env()
+            e["SPOOL_DIR"] = self.spool
+            subprocess.run(["sh", "-c", line.replace("TEXT", "yes")], env=e, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE)
+            self.assertFalse(os.path.exists(pasted), "pasting %r ran a command" % line)
+
     def test_resolve_spool(self):
         r = vmspool.resolve_spool
         self.assertEqual(r("/a", {"SPOOL_DIR": "/b"}, 1000), "/a")

@@ -34,6 +34,7 @@ import json
 import os
 import re
 import secrets
+import shlex
 import shutil
 import stat
 import subprocess
@@ -680,8 +681,13 @@ def _yes_no(options):
 
 
 def answer_hint(chat, q):
-    """The shell line that answers q elsewhere."""
-    return "spool answer --chat %s --question %s TEXT" % (chat, q.id or "Q")
+    """The shell line that answers q elsewhere, for a person to paste (an
+    operator, often as root): every word quoted for the shell, and the
+    question named only if its id is an id (watchd relays no other)."""
+    line = "spool answer --chat %s" % shlex.quote(chat)
+    if q is not None and valid_id(q.id):
+        line += " --question %s" % shlex.quote(q.id)
+    return line + " TEXT"
 
 
 async def relay(chat, job, emit, call=None, *, every=1.0, spool=None, bin_dir=None, url=None,

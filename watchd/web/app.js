@@ -43,6 +43,26 @@ function text(x) {
   return typeof x === "string" ? x : "";
 }
 
+// The spool's id rule: a chat's, a job's and a question's id.
+const ID_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+
+// shq quotes a word for a POSIX shell, so that a command line shown to a
+// person does what it says when pasted, whatever the word holds: as it is
+// when no shell reads any of its characters specially, else in single
+// quotes. The ids are checked by watchd already; this is the second lock.
+function shq(s) {
+  s = String(s);
+  return /^[A-Za-z0-9._\/:=@%+,-]+$/.test(s) ? s : "'" + s.replace(/'/g, "'\\''") + "'";
+}
+
+// answerLine is the command that answers q, for a person to paste: the
+// question named only when its id is an id.
+function answerLine(chat, q) {
+  let line = "spool answer --chat " + shq(chat);
+  if (q && typeof q.id === "string" && ID_RE.test(q.id)) line += " --question " + shq(q.id);
+  return line + " TEXT";
+}
+
 function ago(updated) {
   updated = stamp(updated);
   if (!updated) return "";
@@ -98,7 +118,7 @@ function setQuestion(r, q) {
   if (q.options && q.options.length) {
     r.questionEl.append(el("span", "options", " [" + q.options.join(" / ") + "]"));
   }
-  r.questionEl.append(el("code", "how", "spool answer --chat " + r.chat + " --question " + q.id + " TEXT"));
+  r.questionEl.append(el("code", "how", answerLine(r.chat, q)));
 }
 
 function addLine(r, kind, text) {
