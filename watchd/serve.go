@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sirupsen/logrus"
 	"github.com/vmspool/vmspool/internal/ops"
@@ -108,6 +109,19 @@ func (s *Server) HTTPServer(addr string, base context.Context) *http.Server {
 		IdleTimeout:       60 * time.Second,
 		MaxHeaderBytes:    16 << 10,
 		BaseContext:       func(net.Listener) context.Context { return base },
+		ConnContext:       func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) },
+	}
+}
+
+// connKey holds a request's connection in its context (HTTPServer), so
+// that an event stream can size the connection's send buffer.
+type connKey struct{}
+
+// limitSendBuffer asks the kernel for a small send buffer on the
+// request's connection, where the server made it (HTTPServer).
+func limitSendBuffer(r *http.Request) {
+	if c, ok := r.Context().Value(connKey{}).(interface{ SetWriteBuffer(int) error }); ok {
+		c.SetWriteBuffer(streamSendBuffer)
 	}
 }
 
@@ -296,6 +310,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer wt.Close()
+	limitSendBuffer(r)
 	log := s.log.WithFields(logrus.Fields{"chat": chat, "job": job, "remote": r.RemoteAddr, "last": last})
 	log.Info("subscriber connected")
 	h := w.Header()
@@ -353,31 +368,168 @@ func eventsRequest(w http.ResponseWriter, r *http.Request) (chat, job string, la
 	return chat, job, last, true
 }
 
+// MaxStreamWrite bounds what an event stream writes at a time, and so
+// what a subscriber holds while its client is slow: the write's bytes,
+// and nothing of the documents it came from (Watcher.NextFunc). One event
+// encoded past it (8 KiB of control characters, which JSON writes six
+// bytes each, twice: text and event) has its texts clipped for the stream;
+// the document and <job>.events keep them whole. With MaxSubscribers
+// streams, MaxSubscribers times this is what stalled clients can hold.
+const MaxStreamWrite = 32 << 10
+
+// streamSendBuffer is the kernel's send buffer asked for a stream's
+// connection, so that a client that stops reading pins little kernel
+// memory either (the kernel doubles it): a stream carries a person's
+// statuses, not bulk data.
+const streamSendBuffer = 32 << 10
+
 // stream sends the watcher's events, and a keep-alive comment while none
 // come, until the run ends, the client goes or a write fails; it returns
-// how many events were sent and why it stopped.
+// how many events were sent and why it stopped. Each turn writes at most
+// MaxStreamWrite; what did not fit is not held but fed again, newest
+// first, once the write is done.
 func (s *Server) stream(ctx context.Context, wt *Watcher, send func([]byte) error) (sent int, why string) {
 	keep := time.NewTicker(s.cfg.KeepAlive)
 	defer keep.Stop()
+	var buf []byte
+	emit := func(o Output) bool {
+		if len(buf) > 0 && len(buf)+min(sseSize(o), MaxStreamWrite) > MaxStreamWrite {
+			return false // next turn, whole
+		}
+		buf = append(buf, BoundedSSE(o, MaxStreamWrite)...)
+		s.cfg.Metrics.Sent(metricKind(o.Kind))
+		return true
+	}
 	for {
-		out, err := wt.Next(ctx, keep.C)
+		buf = nil
+		n, err := wt.NextFunc(ctx, keep.C, emit)
 		if errors.Is(err, ErrEnded) {
 			return sent, "run ended"
 		} else if err != nil {
 			return sent, "client gone or server stopping"
 		}
-		var buf []byte
-		if len(out) == 0 {
+		if n == 0 {
 			buf = []byte(": keep-alive\n\n")
 			s.cfg.Metrics.Sent("ping")
 		}
-		for _, o := range out {
-			buf = append(buf, SSE(o)...)
-			s.cfg.Metrics.Sent(metricKind(o.Kind))
-		}
-		sent += len(out)
+		sent += n
 		if err := send(buf); err != nil {
 			return sent, "write failed: " + err.Error()
 		}
 	}
+}
+
+// BoundedSSE is SSE(o), its texts clipped (each ending with "…") so that
+// the event takes at most max bytes. The size is reckoned before encoding
+// (jsonSize), so an event is encoded once, at the size it is sent.
+func BoundedSSE(o Output, max int) []byte {
+	for limit := spool.MaxEventText / 2; sseSize(o) > max && limit >= 16; limit /= 2 {
+		o = clipOutput(o, limit)
+	}
+	return SSE(o)
+}
+
+// sseSize is at least the size of SSE(o): its texts as JSON writes them
+// at worst (jsonSize), and a generous allowance for the rest (ids, seqs,
+// field names), which are bounded.
+func sseSize(o Output) int {
+	n := 1024 + jsonSize(o.Text)
+	if ev := o.Event; ev != nil {
+		n += jsonSize(ev.Text) + jsonSize(ev.Worker) + jsonSize(ev.ID) + jsonSize(ev.Type) + jsonSize(string(ev.State))
+		for _, opt := range ev.Options {
+			n += 3 + jsonSize(opt)
+		}
+	}
+	if q := o.Question; q != nil {
+		n += jsonSize(q.Text) + jsonSize(q.ID)
+		for _, opt := range q.Options {
+			n += 3 + jsonSize(opt)
+		}
+	}
+	if o.Error != nil {
+		n += jsonSize(*o.Error)
+	}
+	return n + jsonSize(o.Job)
+}
+
+// jsonSize is at least the length of s as a JSON string: a byte is one,
+// or six when encoding/json escapes it (control bytes, HTML's < > &,
+// U+2028 and U+2029, each byte of invalid UTF-8); quotes and backslashes
+// are two.
+func jsonSize(s string) int {
+	n := 2
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				n += 2
+			case c < 0x20 || c == '<' || c == '>' || c == '&':
+				n += 6
+			default:
+				n++
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			n += 6
+		case r == '\u2028' || r == '\u2029':
+			n += 6
+		default:
+			n += size
+		}
+		i += size
+	}
+	return n
+}
+
+// clipOutput is o with every text of it cut to limit bytes (an option to
+// a sixteenth of that), in copies: o and what it points to are shared.
+func clipOutput(o Output, limit int) Output {
+	o.Text = clipText(o.Text, limit)
+	if o.Event != nil {
+		ev := *o.Event
+		ev.Text = clipText(ev.Text, limit)
+		ev.Options = clipOptions(ev.Options, limit/16)
+		ev.Worker = clipText(ev.Worker, limit)
+		o.Event = &ev
+	}
+	if o.Question != nil {
+		q := *o.Question
+		q.Text = clipText(q.Text, limit)
+		q.Options = clipOptions(q.Options, limit/16)
+		o.Question = &q
+	}
+	if o.Error != nil {
+		e := clipText(*o.Error, limit)
+		o.Error = &e
+	}
+	return o
+}
+
+func clipOptions(opts []string, limit int) []string {
+	if opts == nil {
+		return nil
+	}
+	out := make([]string, len(opts))
+	for i, o := range opts {
+		out[i] = clipText(o, limit)
+	}
+	return out
+}
+
+// clipText cuts s to at most limit bytes at a rune boundary, marking the
+// cut with "…".
+func clipText(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	cut := limit
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
