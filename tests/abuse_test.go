@@ -38,6 +38,7 @@ func abuseServe(t *testing.T, dir string, args ...string) (*proc, string) {
 		addr = strings.TrimSpace(string(b))
 		return err == nil && addr != ""
 	})
+	serveRegister(t, dir, addr)
 	return p, addr
 }
 
@@ -51,7 +52,7 @@ func abuseRaw(t *testing.T, addr, req string) (int, string) {
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(c, req); err != nil {
+	if _, err := io.WriteString(c, withToken(addr, req)); err != nil {
 		return 0, ""
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
@@ -245,7 +246,7 @@ func TestAbuseServe(t *testing.T) {
 		if tc, ok := slow.(*net.TCPConn); ok {
 			tc.SetReadBuffer(4096)
 		}
-		io.WriteString(slow, "GET /chats/flood/events HTTP/1.1\r\nHost: x\r\n\r\n")
+		io.WriteString(slow, "GET /chats/flood/events HTTP/1.1\r\nHost: x\r\n"+authHeader(addr)+"\r\n")
 		// A client that reads, on the same chat.
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
@@ -334,7 +335,7 @@ func TestAbuseServe(t *testing.T) {
 			conns = append(conns, c)
 			if i%2 == 1 {
 				// Half of them start a request and never finish it.
-				io.WriteString(c, "GET /chats/real HTTP/1.1\r\nHost: x\r\n")
+				io.WriteString(c, "GET /chats/real HTTP/1.1\r\nHost: x\r\n"+authHeader(addr))
 			}
 		}
 		began := time.Now()
@@ -477,7 +478,7 @@ func TestAbuseServeStuckSubscribers(t *testing.T) {
 			t.Fatalf("stuck client %d: %v", i, err)
 		}
 		conns = append(conns, c)
-		if _, err := io.WriteString(c, "GET /chats/big/events?job=jb HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"); err != nil {
+		if _, err := io.WriteString(c, "GET /chats/big/events?job=jb HTTP/1.1\r\nHost: 127.0.0.1\r\n"+authHeader(addr)+"\r\n"); err != nil {
 			t.Fatalf("stuck client %d: %v", i, err)
 		}
 		if i%32 == 0 {

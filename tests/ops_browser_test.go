@@ -81,7 +81,7 @@ func TestOpsLivePage(t *testing.T) {
 	chromium := opsChromium(t)
 	dir := newSpool(t)
 	opsStart(t, nil, "spoold", "--spool", dir)
-	base := opsServeWatchd(t, dir)
+	base, page := opsServeWatchdPage(t, dir)
 	// An earlier run in another chat, ended before the page loads: the page
 	// lists it with its final state.
 	s := openSpool(t, dir, 200)
@@ -107,8 +107,14 @@ func TestOpsLivePage(t *testing.T) {
 		return r
 	}
 
-	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/"), chromedp.WaitVisible("#conn")); err != nil {
-		t.Fatalf("loading %s: %v", base, err)
+	// The page's address as watchd serve printed it: its token becomes an
+	// HttpOnly cookie, and the browser is sent on to the page without it.
+	if err := chromedp.Do(ctx, chromedp.Navigate(page), chromedp.WaitVisible("#conn")); err != nil {
+		t.Fatalf("loading %s: %v", page, err)
+	}
+	loc, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href + " " + document.cookie`))
+	if err != nil || loc != base+"/ " {
+		t.Errorf("after the printed address the page is at %q (and sees its cookies); want %s/ and none seen (HttpOnly): %v", loc, base, err)
 	}
 	r := waitRow("earlier", "the ended run to be listed", func(r *opsRow) bool { return r.State == "done" })
 	if r.Job != first || r.Status == "" {
@@ -208,7 +214,7 @@ func TestOpsLivePageBadStamp(t *testing.T) {
 	}
 	base := opsServeWatchd(t, dir)
 	ctx := opsBrowser(t, chromium)
-	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/"), chromedp.WaitVisible("#conn")); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/?token="+serveToken(strings.TrimPrefix(base, "http://"))), chromedp.WaitVisible("#conn")); err != nil {
 		t.Fatalf("loading %s: %v", base, err)
 	}
 	var good *opsRow
@@ -266,7 +272,7 @@ func TestOpsLivePageQuestionHint(t *testing.T) {
 	}
 	base := opsServeWatchd(t, dir)
 	ctx := opsBrowser(t, chromium)
-	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/"), chromedp.WaitVisible("#conn")); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/?token="+serveToken(strings.TrimPrefix(base, "http://"))), chromedp.WaitVisible("#conn")); err != nil {
 		t.Fatalf("loading %s: %v", base, err)
 	}
 	var how string

@@ -165,6 +165,7 @@ func (s *Server) servePage(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Type", ctype)
 	h.Set("Content-Security-Policy", web.CSP)
 	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Cache-Control", "no-cache")
 	w.Write(b)
 }

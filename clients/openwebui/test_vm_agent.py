@@ -276,6 +276,19 @@ class VMAgentTest(SpoolCase):
         out, em = self.run_call("two words; $(x)", chat="chat-dash")
         self.assertEqual(read(seen), "--\ntwo words; $(x)\n")
 
+    def test_watch_url(self):
+        # watchd serve instead of watchd follow: its socket, and the
+        # address it printed, with its token.
+        page = self.serve()
+        for url in ("unix:" + os.path.join(self.spool, "watchd", "serve.sock"), page):
+            with self.subTest(url=url.split("?")[0]):
+                self.tool.valves.watch_url = url
+                self.agent('spool say "via serve"; sleep 0.2; spool say "served"')
+                out, em = self.run_call("watch", chat="chat-url")
+                self.assertIn("ended: done", out)
+                self.assertIn("served", out)
+                self.assert_last_done(em)
+
     def test_no_chat_id(self):
         coro, em = self.call("x", chat="not a valid id")
         out = asyncio.run(coro)

@@ -48,7 +48,7 @@ class Tools:
         timeout: str = Field(default="2h", description="The job's timeout (Go duration text).")
         status_every: float = Field(default=1.0, description="At most one status per this many seconds (the newest wins).")
         commit_tool: str = Field(default="git_commit", description="The host-side commit tool the agent is sent to when the gate refuses a git write.")
-        watch_url: str = Field(default="", description="Read progress from watchd serve at this URL instead of running watchd follow.")
+        watch_url: str = Field(default="", description="Read progress from watchd serve instead of running watchd follow: its unix socket, unix:/var/spool/vm/watchd/serve.sock (no token: the socket's mode decides), or the http address it printed, http://127.0.0.1:8377/?token=T (without ?token= the token is read from spool_dir's watchd/token, or $WATCHD_TOKEN).")
         cancel_wait: float = Field(default=10.0, description="After the stop button, how long to wait for the job to end.")
 
     def __init__(self):

@@ -228,8 +228,34 @@ exit 0'''
         self.run_story()
 
     def test_follow_over_watchd_serve(self):
+        # The address watchd serve printed, with its token.
         url = self.serve()
+        self.assertIn("?token=", url)
         self.run_story(url=url)
+
+    def test_follow_over_watchd_serve_socket(self):
+        # Its unix socket: no token, the socket's mode decides.
+        self.serve()
+        self.run_story(url="unix:" + os.path.join(self.spool, "watchd", "serve.sock"))
+
+    def test_follow_over_watchd_serve_tokens(self):
+        page = self.serve()
+        bare = page.split("/?token=")[0]
+        # Without a token in the address, the spool's watchd/token (this
+        # user may read it).
+        self.run_story(url=bare)
+        # No token at all: refused, saying so.
+        elsewhere = os.path.join(self.tmp, "not-the-spool")
+        os.mkdir(elsewhere)
+        with self.assertRaises(vmspool.SpoolError) as cm:
+            list(vmspool.follow("story", url=bare, spool=elsewhere, timeout=5))
+        self.assertIn("401", str(cm.exception))
+        self.assertIn("token", str(cm.exception))
+        self.assertNotIn(page.split("?token=")[1], str(cm.exception))
+        with self.assertRaises(vmspool.SpoolError) as cm:
+            list(vmspool.follow("story", url=page.replace("?token=", "?token=x"), spool=elsewhere, timeout=5))
+        self.assertIn("401", str(cm.exception))
+        self.assertNotIn(page.split("?token=")[1], str(cm.exception))
 
     def test_answer_and_cancel_errors(self):
         with self.assertRaises(vmspool.NoQuestion):

@@ -3,7 +3,10 @@
 // GET chats (read again every few seconds); the runs still going are
 // followed live with an EventSource on chats/C/events?job=J, which replays
 // the run's recent lines and then sends each new one. Nothing here writes:
-// answering is `spool answer`, on the host. Text is only ever set with
+// answering is `spool answer`, on the host. Over TCP, watchd asks for its
+// token: the page was opened from the address watchd serve printed, which
+// left an HttpOnly cookie that every request here carries by itself (the
+// page never sees the token). Text is only ever set with
 // textContent, never parsed as HTML: statuses are whatever a job printed.
 "use strict";
 
@@ -25,10 +28,17 @@ function el(tag, cls, text) {
   return e;
 }
 
-function setConn(up) {
+// setConn says how the page reaches watchd: "up", "down" (unreachable),
+// or "auth" (watchd asks for its token: the page was opened without the
+// address watchd serve printed, or the token was rotated since).
+function setConn(state) {
   const c = document.getElementById("conn");
-  c.dataset.conn = up ? "up" : "down";
-  c.textContent = up ? "connected" : "watchd unreachable, retrying…";
+  c.dataset.conn = state;
+  c.textContent = {
+    up: "connected",
+    down: "watchd unreachable, retrying…",
+    auth: "not signed in: open the address watchd serve printed (…/?token=…), or ask for the new one if the token was rotated",
+  }[state];
 }
 
 // stamp returns a document's time as seconds since the epoch, or 0 for
@@ -234,11 +244,15 @@ async function refresh() {
   let list;
   try {
     const resp = await fetch("chats", { cache: "no-store" });
+    if (resp.status === 401) {
+      setConn("auth");
+      return;
+    }
     if (!resp.ok) throw new Error("GET chats: " + resp.status);
     list = await resp.json();
-    setConn(true);
+    setConn("up");
   } catch (e) {
-    setConn(false);
+    setConn("down");
     return;
   }
   if (!Array.isArray(list)) list = [];
