@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -58,6 +59,7 @@ type Server struct {
 	log  logrus.FieldLogger
 	subs atomic.Int64
 	mux  *http.ServeMux
+	enc  encodedEvents
 }
 
 // NewServer returns a Server over cfg.Hub.
@@ -322,10 +324,12 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	// A client that stops reading is dropped once a write has waited
 	// the write wait, rather than holding its handler for ever.
 	rc := http.NewResponseController(w)
-	send := func(b []byte) error {
+	send := func(parts ...[]byte) error {
 		rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteWait))
-		if _, err := w.Write(b); err != nil {
-			return err
+		for _, b := range parts {
+			if _, err := w.Write(b); err != nil {
+				return err
+			}
 		}
 		return rc.Flush()
 	}
@@ -370,12 +374,11 @@ func eventsRequest(w http.ResponseWriter, r *http.Request) (chat, job string, la
 }
 
 // MaxStreamWrite bounds what an event stream writes at a time, and so
-// what a subscriber holds while its client is slow: the write's bytes,
-// and nothing of the documents it came from (Watcher.NextFunc). One event
+// what a subscriber holds while its client is slow: the write, and
+// nothing of the documents it came from (Watcher.NextFunc). One event
 // encoded past it (8 KiB of control characters, which JSON writes six
 // bytes each, twice: text and event) has its texts clipped for the stream;
-// the document and <job>.events keep them whole. With MaxSubscribers
-// streams, MaxSubscribers times this is what stalled clients can hold.
+// the document and <job>.events keep them whole.
 const MaxStreamWrite = 32 << 10
 
 // streamSendBuffer is the kernel's send buffer asked for a stream's
@@ -388,21 +391,26 @@ const streamSendBuffer = 32 << 10
 // come, until the run ends, the client goes or a write fails; it returns
 // how many events were sent and why it stopped. Each turn writes at most
 // MaxStreamWrite; what did not fit is not held but fed again, newest
-// first, once the write is done.
-func (s *Server) stream(ctx context.Context, wt *Watcher, send func([]byte) error) (sent int, why string) {
+// first, once the write is done. An event's bytes are the Server's, made
+// once for every subscriber (encodedEvents): a stream stuck on a client
+// that does not read holds references to them, not copies.
+func (s *Server) stream(ctx context.Context, wt *Watcher, send func(...[]byte) error) (sent int, why string) {
 	keep := time.NewTicker(s.cfg.KeepAlive)
 	defer keep.Stop()
-	var buf []byte
+	var parts [][]byte
+	size := 0
 	emit := func(o Output) bool {
-		if len(buf) > 0 && len(buf)+min(sseSize(o), MaxStreamWrite) > MaxStreamWrite {
-			return false // next turn, whole
+		b := s.enc.get(o)
+		if size > 0 && size+len(b) > MaxStreamWrite {
+			return false // next turn
 		}
-		buf = append(buf, BoundedSSE(o, MaxStreamWrite)...)
+		parts, size = append(parts, b), size+len(b)
 		s.cfg.Metrics.Sent(metricKind(o.Kind))
 		return true
 	}
 	for {
-		buf = nil
+		clear(parts)
+		parts, size = parts[:0], 0
 		n, err := wt.NextFunc(ctx, keep.C, emit)
 		if errors.Is(err, ErrEnded) {
 			return sent, "run ended"
@@ -410,14 +418,68 @@ func (s *Server) stream(ctx context.Context, wt *Watcher, send func([]byte) erro
 			return sent, "client gone or server stopping"
 		}
 		if n == 0 {
-			buf = []byte(": keep-alive\n\n")
+			parts = append(parts, keepAlive)
 			s.cfg.Metrics.Sent("ping")
 		}
 		sent += n
-		if err := send(buf); err != nil {
+		if err := send(parts...); err != nil {
 			return sent, "write failed: " + err.Error()
 		}
 	}
+}
+
+var keepAlive = []byte(": keep-alive\n\n")
+
+// encodedEvents holds the server-sent bytes of the latest events (at most
+// encodedCacheSize), made once however many subscribers send them: an
+// event's output is the same for every subscriber of its chat (a job's
+// seq names one line of its events, never rewritten). What depends on the
+// subscriber (a gap, the end, a status-only document's status) is made
+// for it alone, and is small.
+type encodedEvents struct {
+	mu   sync.Mutex
+	m    map[eventKey]*encoded
+	ring []eventKey
+	next int
+}
+
+const encodedCacheSize = 1024
+
+type eventKey struct {
+	job  string
+	seq  int64
+	kind Kind
+}
+
+type encoded struct {
+	once sync.Once
+	b    []byte
+}
+
+func (c *encodedEvents) get(o Output) []byte {
+	if o.Event == nil || o.Kind == End || o.Kind == Gap {
+		return BoundedSSE(o, MaxStreamWrite)
+	}
+	k := eventKey{o.Job, o.Seq, o.Kind}
+	c.mu.Lock()
+	e := c.m[k]
+	if e == nil {
+		if c.m == nil {
+			c.m = make(map[eventKey]*encoded, encodedCacheSize)
+			c.ring = make([]eventKey, encodedCacheSize)
+		}
+		if old := c.ring[c.next]; c.m[old] != nil {
+			delete(c.m, old)
+		}
+		e = &encoded{}
+		c.m[k], c.ring[c.next] = e, k
+		c.next = (c.next + 1) % encodedCacheSize
+	}
+	c.mu.Unlock()
+	// Made once: the subscribers that come for it meanwhile wait for it
+	// rather than each making its own.
+	e.once.Do(func() { e.b = BoundedSSE(o, MaxStreamWrite) })
+	return e.b
 }
 
 // BoundedSSE is SSE(o), its texts clipped (each ending with "…") so that
