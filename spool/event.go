@@ -429,6 +429,10 @@ func endPartial(line []byte) []byte {
 	return append([]byte{'\n'}, line...)
 }
 
+// Clip cuts s to at most max bytes at a rune boundary, marking the cut
+// with "…", as every field of an event is clipped.
+func Clip(s string, max int) string { return clip(s, max) }
+
 func clip(s string, max int) string {
 	if len(s) <= max {
 		return s

@@ -552,22 +552,22 @@ func jsonSize(s string) int {
 // clipOutput is o with every text of it cut to limit bytes (an option to
 // a sixteenth of that), in copies: o and what it points to are shared.
 func clipOutput(o Output, limit int) Output {
-	o.Text = clipText(o.Text, limit)
+	o.Text = spool.Clip(o.Text, limit)
 	if o.Event != nil {
 		ev := *o.Event
-		ev.Text = clipText(ev.Text, limit)
+		ev.Text = spool.Clip(ev.Text, limit)
 		ev.Options = clipOptions(ev.Options, limit/16)
-		ev.Worker = clipText(ev.Worker, limit)
+		ev.Worker = spool.Clip(ev.Worker, limit)
 		o.Event = &ev
 	}
 	if o.Question != nil {
 		q := *o.Question
-		q.Text = clipText(q.Text, limit)
+		q.Text = spool.Clip(q.Text, limit)
 		q.Options = clipOptions(q.Options, limit/16)
 		o.Question = &q
 	}
 	if o.Error != nil {
-		e := clipText(*o.Error, limit)
+		e := spool.Clip(*o.Error, limit)
 		o.Error = &e
 	}
 	return o
@@ -579,20 +579,7 @@ func clipOptions(opts []string, limit int) []string {
 	}
 	out := make([]string, len(opts))
 	for i, o := range opts {
-		out[i] = clipText(o, limit)
+		out[i] = spool.Clip(o, limit)
 	}
 	return out
-}
-
-// clipText cuts s to at most limit bytes at a rune boundary, marking the
-// cut with "…".
-func clipText(s string, limit int) string {
-	if len(s) <= limit {
-		return s
-	}
-	cut := limit
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
 }
