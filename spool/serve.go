@@ -49,6 +49,7 @@ func CheckToken(tok string) error {
 // root's group, when the root lets its group in (mode 0750, the tree's),
 // else nobody.
 type ServeAccess struct {
+	Uid   int // the root's owner
 	Gid   int
 	Group bool
 }
@@ -83,16 +84,16 @@ func (s *Spool) ServeAccess() (ServeAccess, error) {
 	if err != nil {
 		return ServeAccess{}, fmt.Errorf("spool %s: %w", s.Dir, err)
 	}
-	a := ServeAccess{Gid: -1, Group: fi.Mode().Perm()&0o050 == 0o050}
+	a := ServeAccess{Uid: -1, Gid: -1, Group: fi.Mode().Perm()&0o050 == 0o050}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		a.Gid = int(st.Gid)
+		a.Uid, a.Gid = int(st.Uid), int(st.Gid)
 	}
 	return a, nil
 }
 
-// OpenServeDir makes watchd/ if it is missing (mode and group as
-// ServeAccess says) and opens it, refusing anything but a directory in
-// its place. The caller binds its socket in it through the handle, by
+// OpenServeDir makes watchd/ if it is missing (the tree's mode, and the
+// root's group: a root that shuts its group out shuts it out of watchd/
+// too) and opens it, refusing anything but a directory in its place. The caller binds its socket in it through the handle, by
 // the handle's /proc/self/fd path, which neither a link nor a long
 // spool path can turn elsewhere; Close it after.
 func (s *Spool) OpenServeDir() (*os.File, ServeAccess, error) {
@@ -100,21 +101,21 @@ func (s *Spool) OpenServeDir() (*os.File, ServeAccess, error) {
 	if err != nil {
 		return nil, a, err
 	}
-	err = s.root.Mkdir(ServeDir, a.DirMode())
-	switch {
-	case err == nil:
-		if err := s.root.Chmod(ServeDir, a.DirMode()); err != nil {
-			return nil, a, fmt.Errorf("spool %s: %w", s.Path(ServeDir), err)
+	_, serr := s.root.Lstat(ServeDir)
+	if err := s.mkdir(ServeDir); err != nil {
+		return nil, a, err
+	}
+	if errors.Is(serr, fs.ErrNotExist) {
+		if !a.Group {
+			s.root.Chmod(ServeDir, a.DirMode())
 		}
 		if a.Gid >= 0 {
-			// Best effort: a group the daemon is not in stays its own, and
-			// the modes keep that group out all the same.
+			// Best effort: a group the daemon is not in stays its own,
+			// and the modes keep that group out all the same.
 			s.root.Lchown(ServeDir, -1, a.Gid)
 		}
-	case !errors.Is(err, fs.ErrExist):
-		return nil, a, fmt.Errorf("spool %s: cannot create: %w", s.Path(ServeDir), err)
 	}
-	f, err := s.root.OpenFile(ServeDir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
+	f, err := openDir(s.root, ServeDir)
 	if err != nil {
 		return nil, a, fmt.Errorf("spool %s: %w (want a directory)", s.Path(ServeDir), err)
 	}
@@ -153,7 +154,7 @@ func (s *Spool) ServeToken(euid int) (tok string, created bool, err error) {
 	for try := 0; ; try++ {
 		tok, fi, err := s.ReadServeToken()
 		if err == nil {
-			return tok, false, checkTokenFile(s.Path(ServeToken), fi, euid)
+			return tok, false, checkTokenFile(s.Path(ServeToken), fi, euid, a.Uid)
 		}
 		switch {
 		case errors.Is(err, ErrBadToken) && fi != nil && fi.Size() == 0 && try < 50:
@@ -177,7 +178,7 @@ func (s *Spool) makeServeToken(a ServeAccess) (string, error) {
 		return "", err
 	}
 	tok := hex.EncodeToString(rnd[:])
-	f, err := s.root.OpenFile(ServeToken, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	f, _, err := openRegular(s.root, ServeToken, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
 	if err != nil {
 		return "", fmt.Errorf("spool %s: %w", s.Path(ServeToken), err)
 	}
@@ -204,14 +205,14 @@ func (s *Spool) makeServeToken(a ServeAccess) (string, error) {
 	return tok, nil
 }
 
-func checkTokenFile(path string, fi fs.FileInfo, euid int) error {
+func checkTokenFile(path string, fi fs.FileInfo, euid, spoolOwner int) error {
 	perm := fi.Mode().Perm()
 	if perm&0o027 != 0 {
 		return fmt.Errorf("token file %s: mode %04o lets %s: %w; chmod 0640 it, or remove it and restart watchd for a new one",
 			path, perm, map[bool]string{true: "others read it", false: "its group write it"}[perm&0o007 != 0], ErrBadToken)
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != euid && st.Uid != 0 {
-		return fmt.Errorf("token file %s: owned by uid %d, not by this daemon's user (%d) or root: %w", path, st.Uid, euid, ErrBadToken)
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != euid && st.Uid != 0 && int(st.Uid) != spoolOwner {
+		return fmt.Errorf("token file %s: owned by uid %d, not by this daemon's user (%d), the spool's owner or root: %w", path, st.Uid, euid, ErrBadToken)
 	}
 	return nil
 }

@@ -136,22 +136,22 @@ func (d *Daemon) admit(it *item) (sp *spool.Spec, ok bool) {
 // lease that goes before this one: any, before a claim (mine nil); after
 // it, one claimed earlier, or at the same instant with a smaller id. This
 // daemon's own runs of the chat hold its flock, so what it finds is
-// another host's. A lease older than its own length is the recovery's.
+// another host's. A lease older than its length (life, heartbeat: both
+// bounded by this daemon's lease and clock) is the recovery's.
 func (d *Daemon) chatElsewhere(chat, job string, mine *spool.Lease) bool {
 	ls, beats, err := d.s.ChatRunning(chat, job)
 	if err != nil {
 		return false
 	}
 	for i, l := range ls {
-		life := time.Duration(l.LeaseS * float64(time.Second))
-		if life <= 0 {
-			life = d.cfg.Lease
-		}
+		life := d.life(l)
 		if l.Worker == "" {
 			// Claimed, its lease not written yet: live for one lease from
 			// when this daemon first saw it so, then the recovery's (a
 			// claimer that died there leaves it so for ever).
 			beats[i] = d.firstSeenPending(l.Job)
+		} else {
+			beats[i] = d.heartbeat(l.Job, beats[i])
 		}
 		if time.Since(beats[i]) > life {
 			continue

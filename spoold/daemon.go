@@ -23,9 +23,11 @@ const parkedRetry = time.Second
 // Daemon serves one spool. Build it with New, run it with Run.
 type Daemon struct {
 	// pending: jobs seen claimed without a lease, when first and last
-	// seen so (chatElsewhere).
+	// seen so (chatElsewhere); future: leases seen with a heartbeat in
+	// the future (heartbeat).
 	pmu     sync.Mutex
 	pending map[string][2]time.Time
+	future  map[string]futureBeat
 
 	cfg  Config
 	s    *spool.Spool
@@ -51,7 +53,9 @@ type Daemon struct {
 	intOnce   sync.Once
 	bg        sync.WaitGroup // recoveries and cancels under way
 
-	devNull devNull // every job's stdin (run.go)
+	devNull   devNull    // every job's stdin (run.go)
+	scriptEnv *ScriptEnv // what a script job's spec may set (scriptenv.go)
+	cg        *cgroups   // where its jobs' cgroups are made; nil: none (cgroup.go)
 
 	floorMu  sync.Mutex
 	floorAt  time.Time // when the free space was last checked (limits.go)
@@ -76,6 +80,9 @@ func New(cfg Config) (*Daemon, error) {
 		interrupt:  make(chan struct{}), hard: make(chan struct{}),
 	}
 	d.pst, _ = spool.ProcessStart(d.pid)
+	if d.scriptEnv, err = NewScriptEnv(cfg.ScriptEnv); err != nil {
+		return nil, fmt.Errorf("spoold: %w", err)
+	}
 	return d, nil
 }
 
@@ -91,6 +98,9 @@ func (d *Daemon) StopNow() {
 // those still running and queues them again (or ends them, per their
 // attempts), and returns nil. It returns an error only if it cannot start.
 func (d *Daemon) Run(ctx context.Context) error {
+	if err := d.startCgroups(ctx); err != nil {
+		return err
+	}
 	if d.cfg.Poll <= 0 {
 		// The watch goes on before the first scan, or a marker created in
 		// between would never be seen. It watches the root directory, never
@@ -414,8 +424,11 @@ func (d *Daemon) lease(chat string) spool.Lease {
 }
 
 // permanent reports whether an error reading a document will not go away by
-// trying again: the job must end rather than wait.
+// trying again: the job must end rather than wait. A spec this daemon may
+// not read (root's 0600 hand submission, say) is one: it waited for ever,
+// "cannot read spec; will retry".
 func permanent(err error) bool {
 	return errors.Is(err, spool.ErrCorrupt) || errors.Is(err, spool.ErrNotRegular) ||
-		errors.Is(err, spool.ErrTooLarge) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, spool.ErrInvalidID)
+		errors.Is(err, spool.ErrTooLarge) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, spool.ErrInvalidID) ||
+		errors.Is(err, fs.ErrPermission)
 }

@@ -71,11 +71,12 @@ func (d *Daemon) recoverAll() {
 
 // judge reads a lease and says whether its worker is dead: on this host,
 // its pid is gone or is a newer process (start time, boot id); on any
-// host, its heartbeat is older than its lease (a lease of this daemon's
-// own too, unless one of its runs or claims holds it). An unreadable lease is a
-// claim in progress while it is fresh, and dead once both its mtime and
-// its ctime are older than the lease (the claim's rename keeps the
-// marker's mtime, but sets the ctime).
+// host, its heartbeat is older than its lease, both as far as this
+// daemon's lease and clock believe them (life, heartbeat), a lease of
+// this daemon's own too, unless one of its runs or claims holds it. An
+// unreadable lease is a claim in progress while it is fresh, and dead
+// once both its mtime and its ctime are older than the lease (the claim's
+// rename keeps the marker's mtime, but sets the ctime).
 func (d *Daemon) judge(job string) (*spool.Lease, fs.FileInfo, bool) {
 	l, fi, err := d.s.ReadLease(job)
 	if err != nil {
@@ -86,7 +87,7 @@ func (d *Daemon) judge(job string) (*spool.Lease, fs.FileInfo, bool) {
 			return nil, nil, false
 		}
 		if errors.Is(err, spool.ErrCorrupt) && fi != nil {
-			old := time.Since(fi.ModTime()) > d.cfg.Lease
+			old := time.Since(d.heartbeat(job, fi.ModTime())) > d.cfg.Lease
 			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 				ctime := time.Unix(st.Ctim.Sec, st.Ctim.Nsec)
 				old = old && time.Since(ctime) > d.cfg.Lease
@@ -111,11 +112,7 @@ func (d *Daemon) judge(job string) (*spool.Lease, fs.FileInfo, bool) {
 		// anyone's. Our pid is alive, so only the heartbeat can say so.
 	}
 	known, alive := l.Alive(d.cfg.Host, d.boot)
-	length := l.Duration()
-	if length <= 0 {
-		length = d.cfg.Lease
-	}
-	stale := time.Since(fi.ModTime()) > length
+	stale := time.Since(d.heartbeat(job, fi.ModTime())) > d.life(l)
 	return l, fi, (known && !alive) || stale
 }
 
