@@ -183,7 +183,9 @@ func (s *Spool) makeServeToken(a ServeAccess) (string, error) {
 		return "", fmt.Errorf("spool %s: %w", s.Path(ServeToken), err)
 	}
 	mode := a.FileMode()
-	if a.Gid >= 0 && a.Group {
+	if fi, err := f.Stat(); a.Group && a.Gid >= 0 && (err != nil || fi.Sys().(*syscall.Stat_t).Gid != uint32(a.Gid)) {
+		// Only when it differs: a sandbox may deny chown altogether
+		// (systemd's @privileged).
 		if f.Chown(-1, a.Gid) != nil {
 			mode = 0o600 // not the spool's group: keep it to the owner
 		}
