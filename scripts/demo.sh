@@ -72,12 +72,15 @@ step "Starting spoold and watchd serve on a fresh spool: $SPOOL_DIR"
 spoold --spool "$SPOOL_DIR" --workers 2 2>"$DEMO_DIR/spoold.log" &
 pids="$pids $!"
 waitfor "spoold to make the tree" test -d "$SPOOL_DIR/progress"
-watchd serve --spool "$SPOOL_DIR" --listen 127.0.0.1:0 --addr-file "$DEMO_DIR/watchd.addr" 2>"$DEMO_DIR/watchd.log" &
+watchd serve --spool "$SPOOL_DIR" --listen 127.0.0.1:0 --addr-file "$DEMO_DIR/watchd.addr" >"$DEMO_DIR/watchd.out" 2>"$DEMO_DIR/watchd.log" &
 pids="$pids $!"
 waitfor "watchd serve to listen" test -s "$DEMO_DIR/watchd.addr"
 addr=$(cat "$DEMO_DIR/watchd.addr")
 note "spoold runs the queue (log: $DEMO_DIR/spoold.log)"
-note "watchd serve: http://$addr/ (a live page; log: $DEMO_DIR/watchd.log)"
+# The page asks for the token of $SPOOL_DIR/watchd/token, readable by the
+# spool's group; watchd serve printed the address that carries it.
+note "watchd serve: http://$addr/?token=$(cat "$SPOOL_DIR/watchd/token") (a live page; log: $DEMO_DIR/watchd.log)"
+note "           and its unix socket, $SPOOL_DIR/watchd/serve.sock (no token: its mode decides)"
 
 # Run 1: an app, a dozen lines.
 cat >"$DEMO_DIR/app.sh" <<EOF
@@ -124,7 +127,7 @@ note "for run 2, and ends only when run 2 ends."
 # The same run over server-sent events, saved for later.
 curl_pid=""
 if command -v curl >/dev/null 2>&1; then
-	curl -sN "http://$addr/chats/shop/events?job=$j2" >"$DEMO_DIR/run2.sse" 2>/dev/null &
+	curl -sN --unix-socket "$SPOOL_DIR/watchd/serve.sock" "http://localhost/chats/shop/events?job=$j2" >"$DEMO_DIR/run2.sse" 2>/dev/null &
 	curl_pid=$!
 	pids="$pids $curl_pid"
 fi

@@ -40,7 +40,7 @@ const (
 // progress document past what its readers accept: 64 events are at most a
 // few hundred KiB, whatever the job wrote.
 const (
-	MaxEventID      = 256 // a question's id
+	MaxEventID      = 256 // a job's id in a document (a question's id is an id: ValidID)
 	MaxEventWord    = 64  // type and state
 	MaxEventWorker  = 256
 	MaxEventOptions = 16 // a question's options
@@ -259,9 +259,26 @@ func (a *EventAppender) closeLocked() error {
 	return err
 }
 
+// CheckQuestionID returns a one-line error naming a question id that is
+// not an id (ValidID), or nil. A question id is shown to people inside
+// the command that answers it (`spool answer --question Q`), so it obeys
+// the id rule: nothing in it can be read by a shell as anything but a word.
+func CheckQuestionID(id string) error {
+	if !ValidID(id) {
+		return fmt.Errorf("question %q: %w", clip(id, 80), ErrInvalidID)
+	}
+	return nil
+}
+
 // eventLine fills in what an appended event needs (its seq, time, type;
-// the text clipped) and encodes it as one line.
+// the text clipped) and encodes it as one line. A question or an answer
+// whose id is not an id is refused.
 func eventLine(ev Event, seq int64) ([]byte, Event, error) {
+	if (ev.Type == EventQuestion || ev.Type == EventAnswer) && ev.ID != "" {
+		if err := CheckQuestionID(ev.ID); err != nil {
+			return nil, ev, err
+		}
+	}
 	ev.Seq = seq
 	if ev.At == 0 {
 		ev.At = Now()
@@ -278,10 +295,23 @@ func eventLine(ev Event, seq int64) ([]byte, Event, error) {
 }
 
 // clip bounds every string and list of the event (MaxEventText and the
-// limits beside it), making each valid UTF-8.
+// limits beside it), making each valid UTF-8. An id that is not an id
+// (ValidID) is dropped, and a question or an answer carrying one, which
+// a job can append by hand, is read as a status that says it was refused:
+// it asks nothing, so no hint to answer it is ever shown.
 func (ev *Event) clip() {
+	if ev.ID != "" && !ValidID(ev.ID) {
+		ev.ID = ""
+		if ev.Type == EventQuestion || ev.Type == EventAnswer {
+			what := "an answer"
+			if ev.Type == EventQuestion {
+				what = "a question"
+			}
+			ev.Text = "(not relayed as " + what + ": its id is an " + ErrInvalidID.Error() + ") " + ev.Text
+			ev.Type, ev.Options = EventStatus, nil
+		}
+	}
 	ev.Text = clipValid(ev.Text, MaxEventText)
-	ev.ID = clipValid(ev.ID, MaxEventID)
 	ev.Type = clipValid(ev.Type, MaxEventWord)
 	ev.State = State(clipValid(string(ev.State), MaxEventWord))
 	ev.Worker = clipValid(ev.Worker, MaxEventWorker)
@@ -391,6 +421,10 @@ func countLinesPartial(f *os.File) (int64, bool, error) {
 func endPartial(line []byte) []byte {
 	return append([]byte{'\n'}, line...)
 }
+
+// Clip cuts s to at most max bytes at a rune boundary, marking the cut
+// with "…", as every field of an event is clipped.
+func Clip(s string, max int) string { return clip(s, max) }
 
 func clip(s string, max int) string {
 	if len(s) <= max {

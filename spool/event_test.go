@@ -3,6 +3,7 @@ package spool
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"os"
 	"strings"
 	"sync"
@@ -54,6 +55,9 @@ func TestAppendEventAfterShellLines(t *testing.T) {
 	if err != nil || ev.Seq != 3 {
 		t.Fatalf("seq after a line and a half: %d, %v", ev.Seq, err)
 	}
+	if _, err := s.AppendEvent("j", Event{Type: EventQuestion, ID: "x $(touch /tmp/p) #", Text: "ok?"}); !errors.Is(err, ErrInvalidID) {
+		t.Errorf("a question with an invalid id appended: %v", err)
+	}
 	long, _ := s.AppendEvent("j", Event{Text: strings.Repeat("é", MaxEventText)})
 	if len(long.Text) > MaxEventText+len("…") || !strings.HasSuffix(long.Text, "…") {
 		t.Errorf("text not clipped: %d bytes", len(long.Text))
@@ -83,6 +87,14 @@ func TestParseEventLine(t *testing.T) {
 		{"bad \xff utf8", EventStatus, "bad \uFFFD utf8", ""},
 		{`{"type":"status","text":"bad ` + "\xff" + `"}`, EventStatus, "bad \uFFFD", ""},
 		{``, EventStatus, "", ""},
+		// A question id is an id: one a shell would read as code is
+		// refused, and the question read as a status that asks nothing.
+		{`{"type":"question","id":"x $(touch /tmp/p) #","text":"ok?","options":["y"]}`, EventStatus,
+			"(not relayed as a question: its id is an " + ErrInvalidID.Error() + ") ok?", ""},
+		{`{"type":"answer","id":"a'b","text":"yes"}`, EventStatus,
+			"(not relayed as an answer: its id is an " + ErrInvalidID.Error() + ") yes", ""},
+		{`{"type":"status","id":"../x","text":"hi"}`, EventStatus, "hi", ""},
+		{`{"type":"question","id":"q-01.x_y","text":"ok?"}`, EventQuestion, "ok?", "q-01.x_y"},
 	} {
 		ev := ParseEventLine([]byte(tc.line), 7)
 		if ev.Seq != 7 || ev.Type != tc.typ || ev.Text != tc.text || ev.ID != tc.id {

@@ -49,6 +49,7 @@ func FuzzParseProgress(f *testing.F) {
 	for _, s := range []string{
 		`{"job":"j","chat":"c","seq":3,"updated":1700000000.12,"started":1700000000,"done":false,"state":"running","status":"hi","events":[{"seq":3,"type":"status","text":"hi"}],"question":null,"exit":null,"error":null}`,
 		`{"question":{"id":"q","text":"ok?","options":["a","b"],"asked":1}}`,
+		`{"question":{"id":"x $(touch /tmp/p) #","text":"ok?"},"events":[{"type":"question","id":"a;b"}]}`,
 		`{"chat":"../x"}`, `null`, `{`,
 	} {
 		f.Add([]byte(s))
@@ -64,6 +65,14 @@ func FuzzParseProgress(f *testing.F) {
 		if p.Chat != "" && !ValidID(p.Chat) {
 			t.Fatalf("accepted chat %q", p.Chat)
 		}
+		if q := p.Question; q != nil && q.ID != "" && !ValidID(q.ID) {
+			t.Fatalf("accepted question id %q", q.ID)
+		}
+		for _, ev := range p.Events {
+			if ev.ID != "" && !ValidID(ev.ID) {
+				t.Fatalf("accepted event id %q", ev.ID)
+			}
+		}
 		for i := 0; i < 3; i++ {
 			p.Add(Event{Seq: p.Seq + 1, Type: EventAnswer})
 		}
@@ -74,6 +83,7 @@ func FuzzParseEventLine(f *testing.F) {
 	for _, s := range []string{
 		`{"seq":1,"at":1.5,"type":"status","text":"hi"}`,
 		`{"type":"question","id":"q1","text":"ok?","options":["y","n"]}`,
+		`{"type":"question","id":"x $(touch /tmp/p) #","text":"ok?"}`,
 		"plain text", "\xff\xfe", `{"text":` + "\"\xff\"}", "",
 	} {
 		f.Add([]byte(s), int64(1))
@@ -85,6 +95,10 @@ func FuzzParseEventLine(f *testing.F) {
 		}
 		if len(ev.Text) > MaxEventText+len("…") {
 			t.Fatalf("text of %d bytes", len(ev.Text))
+		}
+		// An id goes into a command line shown to people: an id or nothing.
+		if ev.ID != "" && !ValidID(ev.ID) {
+			t.Fatalf("event id %q", ev.ID)
 		}
 		if _, err := json.Marshal(ev); err != nil {
 			t.Fatalf("cannot relay: %v", err)

@@ -38,6 +38,7 @@ func abuseServe(t *testing.T, dir string, args ...string) (*proc, string) {
 		addr = strings.TrimSpace(string(b))
 		return err == nil && addr != ""
 	})
+	serveRegister(t, dir, addr)
 	return p, addr
 }
 
@@ -51,7 +52,7 @@ func abuseRaw(t *testing.T, addr, req string) (int, string) {
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(c, req); err != nil {
+	if _, err := io.WriteString(c, withToken(addr, req)); err != nil {
 		return 0, ""
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
@@ -245,7 +246,7 @@ func TestAbuseServe(t *testing.T) {
 		if tc, ok := slow.(*net.TCPConn); ok {
 			tc.SetReadBuffer(4096)
 		}
-		io.WriteString(slow, "GET /chats/flood/events HTTP/1.1\r\nHost: x\r\n\r\n")
+		io.WriteString(slow, "GET /chats/flood/events HTTP/1.1\r\nHost: x\r\n"+authHeader(addr)+"\r\n")
 		// A client that reads, on the same chat.
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
@@ -334,7 +335,7 @@ func TestAbuseServe(t *testing.T) {
 			conns = append(conns, c)
 			if i%2 == 1 {
 				// Half of them start a request and never finish it.
-				io.WriteString(c, "GET /chats/real HTTP/1.1\r\nHost: x\r\n")
+				io.WriteString(c, "GET /chats/real HTTP/1.1\r\nHost: x\r\n"+authHeader(addr))
 			}
 		}
 		began := time.Now()
@@ -393,4 +394,166 @@ func abuseSubscribers(t *testing.T, addr string) int {
 func isTimeout(err error) bool {
 	ne, ok := err.(net.Error)
 	return ok && ne.Timeout()
+}
+
+// Second review, 6: every new event of a stream was built into one
+// buffer and held for the write wait, so each client that never read
+// pinned a backlog of its own: 200 of them on a 4.9 MB chat took watchd
+// to 830 MB, then 3.3 GB. A stream now holds at most one bounded write
+// (watchd.MaxStreamWrite) and, once it can write again, takes the chat's
+// newest state: a slow client skips, it does not queue; an event's bytes
+// are made once for all the streams that send it. 4,096 clients
+// that never read, on a chat whose every document is 64 new events of
+// 8 KiB that JSON escapes six-fold (3 MB a document), while a client that
+// reads gets the run to its end.
+func TestAbuseServeStuckSubscribers(t *testing.T) {
+	const stuck = 4096
+	n := abuseNoFiles(t, stuck+64)
+	if n < stuck {
+		t.Skipf("descriptor limit: %d connections of the %d the test needs", n, stuck)
+	}
+	dir := newSpool(t)
+	s, err := spool.Create(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// The write wait outlasts the test: every stuck stream is held stuck
+	// all through it.
+	srv, addr := abuseServe(t, dir, "--max-subscribers", strconv.Itoa(stuck+16), "--write-wait", "120s")
+	pid := srv.cmd.Process.Pid
+	base := abuseRSS(t, pid)
+
+	text := strings.Repeat("\x01", spool.MaxEventText)
+	p := &spool.Progress{Job: "jb", Chat: "big", State: spool.Running, Started: spool.Now()}
+	var seq int64
+	flush := func(done bool) {
+		t.Helper()
+		for i := 0; i < spool.MaxProgressEvents; i++ {
+			seq++
+			p.Add(spool.Event{Seq: seq, At: spool.Now(), Type: spool.EventStatus, Text: text})
+		}
+		if done {
+			zero := 0
+			p.Done, p.State, p.Exit = true, spool.Done, &zero
+		}
+		if err := s.WriteProgress(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flush(false)
+
+	// peak samples watchd's memory; past the bound it stops watchd, so that
+	// a server that does not bound it fails here rather than taking the
+	// machine's memory.
+	// Generous bounds: about 200 MB were measured, and about 1 GB under
+	// the race detector, whose shadow memory grows with the 4,096 streams'
+	// goroutines running at once (make test builds with it).
+	bound := 1024.0 // MB
+	if raceEnabled {
+		bound = 2560
+	}
+	peak := base
+	sample := func(when string) {
+		t.Helper()
+		if !srv.alive() {
+			t.Fatalf("watchd serve died %s: %v", when, srv.err)
+		}
+		rss := abuseRSS(t, pid)
+		peak = max(peak, rss)
+		if rss > bound {
+			srv.kill()
+			t.Fatalf("watchd serve reached %.0f MB %s (%.0f MB at start): stopped; want under %.0f MB", rss, when, base, bound)
+		}
+	}
+
+	// The clients that never read: each asks for the stream with a small
+	// receive buffer and reads nothing.
+	dialer := net.Dialer{Timeout: 10 * time.Second, Control: func(_, _ string, c syscall.RawConn) error {
+		c.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		return nil
+	}}
+	conns := make([]net.Conn, 0, stuck)
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for i := 0; i < stuck; i++ {
+		c, err := dialer.Dial("tcp", addr)
+		if err != nil {
+			t.Fatalf("stuck client %d: %v", i, err)
+		}
+		conns = append(conns, c)
+		if _, err := io.WriteString(c, "GET /chats/big/events?job=jb HTTP/1.1\r\nHost: 127.0.0.1\r\n"+authHeader(addr)+"\r\n"); err != nil {
+			t.Fatalf("stuck client %d: %v", i, err)
+		}
+		if i%32 == 0 {
+			sample(fmt.Sprintf("with %d stuck clients", i))
+		}
+	}
+	eventually(t, 60*time.Second, 50*time.Millisecond, "every stuck client's stream", func() bool {
+		sample("while the stuck clients connect")
+		return abuseSubscribers(t, addr) >= stuck
+	})
+
+	// A client that reads, on the same chat.
+	ctx, cancel := context.WithTimeout(t.Context(), 120*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/chats/big/events?job=jb", nil)
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	ended := make(chan int, 1)
+	go func() {
+		r := newSSEReader(resp.Body)
+		events := 0
+		for {
+			ev, ok := r.next()
+			if !ok {
+				ended <- -1
+				return
+			}
+			events++
+			if ev.event == "end" {
+				ended <- events
+				return
+			}
+		}
+	}()
+
+	// The run goes on: ten more documents of 64 new events each, then its
+	// end, each read by watchd and handed to every stream.
+	for i := 0; i < 10; i++ {
+		flush(false)
+		sample(fmt.Sprintf("after document %d", i+2))
+		time.Sleep(100 * time.Millisecond) // the pace of a busy run's flushes, one tenth of a second each
+	}
+	flush(true)
+	select {
+	case got := <-ended:
+		if got < 0 {
+			t.Errorf("the reading client's stream ended without the run's end")
+		}
+		t.Logf("the reading client got %d events, the last the end", got)
+	case <-time.After(60 * time.Second):
+		t.Errorf("the reading client did not get the end within 60s beside %d stuck clients", stuck)
+	}
+	sample("after the end")
+	if got := abuseSubscribers(t, addr); got < stuck {
+		t.Errorf("%d streams open; want the %d stuck ones still held (the write wait is 120 s)", got, stuck)
+	}
+	sock := ""
+	if b, err := os.ReadFile("/proc/net/sockstat"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "TCP:") {
+				sock = line
+			}
+		}
+	}
+	t.Logf("%d stuck clients on a chat of %d documents of 3 MB: watchd RSS peak %.0f MB (%.0f MB at start, bound %.0f MB); kernel %s",
+		stuck, seq/spool.MaxProgressEvents, peak, base, bound, sock)
+	abuseAlive(t, srv, addr, "beside the stuck clients")
 }

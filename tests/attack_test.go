@@ -548,7 +548,7 @@ func attackStream(t *testing.T, addr, path string) net.Conn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", path)
+	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%s\r\n", path, authHeader(addr))
 	buf := make([]byte, 4096)
 	c.SetReadDeadline(time.Now().Add(20 * time.Second))
 	if n, err := c.Read(buf); err != nil || !strings.Contains(string(buf[:n]), "200") {

@@ -528,6 +528,8 @@ func TestMultiHostWatchers(t *testing.T) {
 		addr, _ = os.ReadFile(addrFile)
 		return len(addr) > 0
 	})
+	// The token, as the file server sees it: the host made it in the spool.
+	serveRegister(t, c.spool, strings.TrimSpace(string(addr)))
 	stream, code := watchdStream(t, t.Context(), "http://"+strings.TrimSpace(string(addr))+"/chats/w/events", "")
 	if code != 200 {
 		t.Fatalf("GET /chats/w/events on host bs: %d", code)

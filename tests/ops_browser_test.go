@@ -7,10 +7,12 @@ package tests
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -79,7 +81,7 @@ func TestOpsLivePage(t *testing.T) {
 	chromium := opsChromium(t)
 	dir := newSpool(t)
 	opsStart(t, nil, "spoold", "--spool", dir)
-	base := opsServeWatchd(t, dir)
+	base, page := opsServeWatchdPage(t, dir)
 	// An earlier run in another chat, ended before the page loads: the page
 	// lists it with its final state.
 	s := openSpool(t, dir, 200)
@@ -105,8 +107,14 @@ func TestOpsLivePage(t *testing.T) {
 		return r
 	}
 
-	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/"), chromedp.WaitVisible("#conn")); err != nil {
-		t.Fatalf("loading %s: %v", base, err)
+	// The page's address as watchd serve printed it: its token becomes an
+	// HttpOnly cookie, and the browser is sent on to the page without it.
+	if err := chromedp.Do(ctx, chromedp.Navigate(page), chromedp.WaitVisible("#conn")); err != nil {
+		t.Fatalf("loading %s: %v", page, err)
+	}
+	loc, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href + " " + document.cookie`))
+	if err != nil || loc != base+"/ " {
+		t.Errorf("after the printed address the page is at %q (and sees its cookies); want %s/ and none seen (HttpOnly): %v", loc, base, err)
 	}
 	r := waitRow("earlier", "the ended run to be listed", func(r *opsRow) bool { return r.State == "done" })
 	if r.Job != first || r.Status == "" {
@@ -206,7 +214,7 @@ func TestOpsLivePageBadStamp(t *testing.T) {
 	}
 	base := opsServeWatchd(t, dir)
 	ctx := opsBrowser(t, chromium)
-	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/"), chromedp.WaitVisible("#conn")); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/?token="+serveToken(strings.TrimPrefix(base, "http://"))), chromedp.WaitVisible("#conn")); err != nil {
 		t.Fatalf("loading %s: %v", base, err)
 	}
 	var good *opsRow
@@ -242,3 +250,62 @@ func opsScreenshot(t *testing.T, ctx context.Context, name string) {
 // sprintfJS puts a Go-quoted string into a script: %q quotes are valid
 // JavaScript string literals for the ids the spool allows.
 func sprintfJS(format, s string) string { return strings.Replace(format, "%q", `"`+s+`"`, 1) }
+
+// Second review, 2: the page's "answer with this line" hint printed a
+// question's id as it was, so a document whose question id was
+// `x $(touch P) #` showed a line that ran touch when pasted. The id is
+// dropped when the document is read (it is not an id), and the page
+// quotes every word it puts in a command line besides.
+func TestOpsLivePageQuestionHint(t *testing.T) {
+	chromium := opsChromium(t)
+	dir := newSpool(t)
+	if err := os.MkdirAll(filepath.Join(dir, "progress"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	pasted := filepath.Join(t.TempDir(), "pasted")
+	evil := "x $(touch " + pasted + ") #"
+	now := float64(time.Now().Unix())
+	q, _ := json.Marshal(map[string]any{"id": evil, "text": "Ship it?", "options": []string{"yes", "no"}, "asked": now})
+	doc := fmt.Sprintf(`{"job":"J1","chat":"crafted","seq":1,"updated":%v,"started":%v,"done":false,"state":"waiting","status":"asks","events":[],"question":%s}`, now, now, q)
+	if err := os.WriteFile(filepath.Join(dir, "progress", "crafted"), []byte(doc), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	base := opsServeWatchd(t, dir)
+	ctx := opsBrowser(t, chromium)
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/?token="+serveToken(strings.TrimPrefix(base, "http://"))), chromedp.WaitVisible("#conn")); err != nil {
+		t.Fatalf("loading %s: %v", base, err)
+	}
+	var how string
+	eventually(t, 30*time.Second, 50*time.Millisecond, "the crafted question's hint", func() bool {
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => { const c = document.querySelector('tr[data-chat="crafted"] .ask code.how'); return c ? c.textContent : ""; })()`))
+		how = s
+		return err == nil && s != ""
+	})
+	opsScreenshot(t, ctx, "live-page-question-hint.png")
+	// The hint pasted into a shell, as an operator would (as root, often).
+	paste := func(line string) {
+		t.Helper()
+		cmd := exec.Command("sh", "-c", line)
+		cmd.Env = append(raceEnv(), "SPOOL_DIR="+dir)
+		out, _ := cmd.CombinedOutput()
+		if _, err := os.Stat(pasted); err == nil {
+			t.Fatalf("pasting %q ran a command (output %q)", line, out)
+		}
+	}
+	if strings.Contains(how, "touch") {
+		t.Errorf("the page's hint carries the crafted id: %q", how)
+	}
+	paste(strings.Replace(how, "TEXT", "yes", 1))
+	// And the page's quoting alone: a word with every character a shell
+	// reads specially is given back as that very word.
+	word := `it's $(touch ` + pasted + `) "x" ` + "`touch " + pasted + "`; #\\ *"
+	quoted, err := chromedp.Run(ctx, chromedp.Evaluate[string]("shq("+strconv.Quote(word)+")"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("sh", "-c", "printf '%s' "+quoted).Output()
+	if err != nil || string(out) != word {
+		t.Errorf("shq(%q) = %s, which a shell reads as %q (%v)", word, quoted, out, err)
+	}
+	paste("printf '%s' " + quoted)
+}

@@ -111,16 +111,33 @@ func opsStart(t *testing.T, env []string, name string, args ...string) *proc {
 // opsServeWatchd starts watchd serve on dir at a free loopback port and
 // returns its base URL once it listens.
 func opsServeWatchd(t *testing.T, dir string) string {
+	base, _ := opsServeWatchdPage(t, dir)
+	return base
+}
+
+// opsServeWatchdPage is opsServeWatchd, and also returns the page's
+// address as watchd serve printed it, with its token.
+func opsServeWatchdPage(t *testing.T, dir string) (base, page string) {
 	t.Helper()
 	addrFile := filepath.Join(t.TempDir(), "addr")
-	opsStart(t, nil, "watchd", "serve", "--spool", dir, "--listen", "127.0.0.1:0", "--addr-file", addrFile)
-	var base string
+	p := opsStart(t, nil, "watchd", "serve", "--spool", dir, "--listen", "127.0.0.1:0", "--addr-file", addrFile)
 	eventually(t, 20*time.Second, 20*time.Millisecond, "watchd to listen", func() bool {
 		b, _ := os.ReadFile(addrFile)
 		base = "http://" + strings.TrimSpace(string(b))
 		return len(b) > 0
 	})
-	return base
+	serveRegister(t, dir, strings.TrimPrefix(base, "http://"))
+	const said = "the live page is at "
+	eventually(t, 20*time.Second, 20*time.Millisecond, "watchd serve to print the page's address", func() bool {
+		log := p.logText()
+		i := strings.Index(log, said)
+		if i < 0 {
+			return false
+		}
+		page, _, _ = strings.Cut(log[i+len(said):], "\n")
+		return true
+	})
+	return base, page
 }
 
 // opsFreeAddr returns a loopback address with a port free a moment ago.
@@ -210,6 +227,7 @@ func TestOpsNotify(t *testing.T) {
 			if err != nil {
 				t.Fatalf("READY=1 before the address was written: %v", err)
 			}
+			serveRegister(t, dir, strings.TrimSpace(string(addr)))
 			if code, _ := opsGet(t, "http://"+strings.TrimSpace(string(addr))+"/chats"); code != 200 {
 				t.Errorf("GET /chats right after READY=1: %d", code)
 			}

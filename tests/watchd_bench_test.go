@@ -137,7 +137,7 @@ func BenchmarkWatchdSSELatency(b *testing.B) {
 			n, jitter = watchdBenchPollSamples, time.Second
 		}
 		startProc(b, raceEnv(), "watchd", args...)
-		addr := watchdBenchAddr(b, addrFile)
+		addr := watchdBenchAddr(b, addrFile, dir)
 		resp, err := http.Get("http://" + addr + "/chats/bench/events?job=jbench")
 		if err != nil {
 			b.Fatal(err)
@@ -151,11 +151,13 @@ func BenchmarkWatchdSSELatency(b *testing.B) {
 	watchdReport(b, measure(false), measure(true))
 }
 
-func watchdBenchAddr(b *testing.B, file string) string {
+func watchdBenchAddr(b *testing.B, file, dir string) string {
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		if a, _ := os.ReadFile(file); len(a) > 0 {
-			return strings.TrimSpace(string(a))
+			addr := strings.TrimSpace(string(a))
+			serveRegister(b, dir, addr)
+			return addr
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -226,10 +228,10 @@ func BenchmarkWatchdServe1000(b *testing.B) {
 	}
 	addrFile := dir + ".addr"
 	p := startProc(b, raceEnv(), "watchd", "serve", "--spool", dir, "--listen", "127.0.0.1:0", "--addr-file", addrFile, "--log-level", "warn")
-	addr := watchdBenchAddr(b, addrFile)
+	addr := watchdBenchAddr(b, addrFile, dir)
 	_, cpu0 := watchdProcStat(b, p.cmd.Process.Pid)
 	tr := &http.Transport{MaxConnsPerHost: 0, MaxIdleConnsPerHost: chats * perChat, DisableCompression: true}
-	client := &http.Client{Transport: tr}
+	client := &http.Client{Transport: tokenTransport{tr}}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	got := 0

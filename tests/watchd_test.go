@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -421,6 +422,7 @@ func watchdServe(t *testing.T, dir string, args ...string) (string, *proc) {
 		addr, _ = os.ReadFile(addrFile)
 		return len(addr) > 0
 	})
+	serveRegister(t, dir, strings.TrimSpace(string(addr)))
 	return "http://" + strings.TrimSpace(string(addr)), cmd
 }
 
@@ -746,4 +748,157 @@ func TestWatchdFollowSignalled(t *testing.T) {
 	if code, _ := f.wait(t); code != 128+int(syscall.SIGTERM) {
 		t.Errorf("exit %d after SIGTERM, want %d", code, 128+int(syscall.SIGTERM))
 	}
+}
+
+// `watchd follow --url` reads watchd serve instead of the tree: over its
+// unix socket (no token), and over TCP with the token from --token-file,
+// $WATCHD_TOKEN or the spool's watchd/token. A token on the command line
+// (which ps shows every local user) and a missing token are refused with
+// exit 2, before anything is followed.
+func TestWatchdFollowURL(t *testing.T) {
+	dir := newSpool(t)
+	watchdSpoold(t, dir)
+	base, _ := watchdServe(t, dir)
+	addr := strings.TrimPrefix(base, "http://")
+	tok := serveToken(addr)
+	tokFile := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(tokFile, []byte(tok+"\n"), 0o600)
+	wrong := filepath.Join(t.TempDir(), "wrong")
+	os.WriteFile(wrong, []byte(strings.Repeat("0", 64)), 0o600)
+	elsewhere := newSpool(t)
+	sock := "unix:" + filepath.Join(dir, "watchd", "serve.sock")
+
+	for _, c := range []struct {
+		name string
+		args []string
+		env  []string
+	}{
+		{"socket", []string{"--url", sock}, nil},
+		{"socket unix://", []string{"--url", "unix://" + filepath.Join(dir, "watchd", "serve.sock")}, nil},
+		{"token file", []string{"--url", base, "--token-file", tokFile, "--spool", elsewhere}, nil},
+		{"environment", []string{"--url", base, "--spool", elsewhere}, []string{"WATCHD_TOKEN=" + tok}},
+		{"the spool's token", []string{"--url", base, "--spool", dir}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			chat := "url-" + strings.NewReplacer(" ", "-", "'", "", ":", "", "/", "").Replace(c.name)
+			job := watchdSubmit(t, dir, chat, watchdSays(100*time.Millisecond, 50*time.Millisecond, "one", "two", "three")...)
+			cmd := exec.Command(bin("watchd"), append([]string{"follow", "--chat", chat, "--job", job, "--timeout", "60s"}, c.args...)...)
+			cmd.Env = append(raceEnv(), c.env...)
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("watchd follow %q: %v: %s", c.args, watchdErr(err), out)
+			}
+			for _, want := range []string{"one\n", "two\n", "three\n", "run " + job + " done\n"} {
+				if !strings.Contains(string(out), want) {
+					t.Errorf("watchd follow %q printed %q; want %q in it", c.args, out, want)
+				}
+			}
+		})
+	}
+
+	for _, c := range []struct {
+		name, want string
+		args       []string
+	}{
+		{"token on the command line", "ps", []string{"--url", base + "/?token=" + tok}},
+		{"no token", "401", []string{"--url", base, "--spool", elsewhere}},
+		{"wrong token", "401", []string{"--url", base, "--token-file", wrong}},
+		{"not a token file", "not a plain file", []string{"--url", base, "--token-file", os.DevNull}},
+		{"not an address", "want http", []string{"--url", "ftp://x"}},
+		{"no server", "connect", []string{"--url", "unix:" + filepath.Join(elsewhere, "none.sock")}},
+	} {
+		cmd := exec.Command(bin("watchd"), "follow", "--chat", "c", "--timeout", "20s")
+		cmd.Args = append(cmd.Args, c.args...)
+		cmd.Env = raceEnv()
+		out, err := cmd.CombinedOutput()
+		if code := exitCode(err); code == 0 || !strings.Contains(string(out), c.want) || strings.Count(strings.TrimSpace(string(out)), "\n") > 0 {
+			t.Errorf("%s: exit %d: %q; want non-zero, one line, with %q", c.name, code, out, c.want)
+		}
+		if strings.Contains(string(out), tok) {
+			t.Errorf("%s: the token is in the message: %q", c.name, out)
+		}
+	}
+}
+
+// The unix socket: a second watchd serve on the spool is refused while
+// the first answers; one killed leaves a socket the next one replaces;
+// a clean stop removes it. --no-token serves loopback TCP without the
+// token, and nothing else.
+func TestWatchdServeSocket(t *testing.T) {
+	dir := newSpool(t)
+	sock := filepath.Join(dir, "watchd", "serve.sock")
+	_, p := watchdServe(t, dir)
+	out, err := exec.Command(bin("watchd"), "serve", "--spool", dir, "--listen", "127.0.0.1:0").CombinedOutput()
+	if code := exitCode(err); code != 1 || !strings.Contains(string(out), "another server answers") {
+		t.Errorf("a second watchd serve on the spool: exit %d: %s; want 1, another server answers", code, out)
+	}
+	p.kill()
+	if fi, err := os.Lstat(sock); err != nil || fi.Mode()&os.ModeSocket == 0 {
+		t.Fatalf("after kill -9 the socket is %v, %v; want it left", fi, err)
+	}
+	_, p = watchdServe(t, dir)
+	r := &watchdRemote{sock}
+	if code := r.get(t, "/chats"); code != 200 {
+		t.Errorf("GET /chats over the replaced socket: %d", code)
+	}
+	p.stop(t, 15*time.Second)
+	if _, err := os.Lstat(sock); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("after a clean stop the socket is still there: %v", err)
+	}
+
+	// Something else in the socket's place is never removed.
+	os.WriteFile(sock, []byte("mine"), 0o640)
+	out, err = exec.Command(bin("watchd"), "serve", "--spool", dir, "--listen", "none").CombinedOutput()
+	if code := exitCode(err); code != 1 || !strings.Contains(string(out), "not a socket") {
+		t.Errorf("a file in the socket's place: exit %d: %s", code, out)
+	}
+	if b, _ := os.ReadFile(sock); string(b) != "mine" {
+		t.Errorf("the file in the socket's place was changed: %q", b)
+	}
+	os.Remove(sock)
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--listen", "0.0.0.0:0", "--no-token"}, "loopback only"},
+		{[]string{"--listen", "none", "--no-token"}, "--no-token"},
+		{[]string{"--listen", "none", "--socket", "none"}, "nothing to listen on"},
+		{[]string{"--socket", "relative.sock"}, "absolute"},
+	} {
+		out, err := exec.Command(bin("watchd"), append([]string{"serve", "--spool", dir}, c.args...)...).CombinedOutput()
+		if code := exitCode(err); code != 2 || !strings.Contains(string(out), c.want) {
+			t.Errorf("watchd serve %q: exit %d: %s; want 2 and %q", c.args, code, out, c.want)
+		}
+	}
+	addrFile := filepath.Join(t.TempDir(), "addr")
+	startProc(t, raceEnv(), "watchd", "serve", "--spool", newSpool(t), "--listen", "127.0.0.1:0", "--addr-file", addrFile, "--no-token", "--socket", "none")
+	var addr []byte
+	watchdWaitFor(t, "watchd serve --no-token to listen", func() bool {
+		addr, _ = os.ReadFile(addrFile)
+		return len(addr) > 0
+	})
+	resp, err := (&http.Client{Transport: &http.Transport{}}).Get("http://" + strings.TrimSpace(string(addr)) + "/chats")
+	if err != nil || resp.StatusCode != 200 {
+		t.Errorf("--no-token: GET /chats without a token: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+}
+
+// watchdRemote asks watchd serve over its unix socket.
+type watchdRemote struct{ sock string }
+
+func (r *watchdRemote) get(t *testing.T, path string) int {
+	t.Helper()
+	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", r.sock)
+	}}}
+	resp, err := c.Get("http://localhost" + path)
+	if err != nil {
+		t.Fatalf("GET %s over %s: %v", path, r.sock, err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }

@@ -69,8 +69,11 @@ type Follower struct {
 	job    string // the followed job: Guards.Job, or the first one accepted
 	last   int64
 	status string // the last status said, for documents without events
-	asked  map[string]bool
-	ended  bool
+	// asked holds the question ids shown (the latest maxAsked of them,
+	// oldest first in askedOrder), so that each question shows once.
+	asked      map[string]bool
+	askedOrder []string
+	ended      bool
 }
 
 // NewFollower returns a Follower with the given guards.
@@ -109,13 +112,26 @@ func (f *Follower) Accepts(doc *spool.Progress) bool {
 // in seq order, ending with the End if the run ended. A document the guards
 // refuse, or any document after the end, gives nothing.
 func (f *Follower) Feed(doc *spool.Progress) []Output {
+	var out []Output
+	f.FeedFunc(doc, func(o Output) bool { out = append(out, o); return true })
+	return out
+}
+
+// FeedFunc is Feed handing each output to emit, in order, as it is made.
+// When emit refuses one (returns false) FeedFunc stops there: that output
+// and what follows are not taken as said, and the next call, with this
+// document or a newer one, starts again from it. So a consumer that can
+// take only so much at a time (a stream that writes a bounded amount per
+// turn) holds no backlog: it feeds the newest document when it is ready
+// again, and events that left the document meanwhile become a gap line.
+// complete is false when emit refused an output.
+func (f *Follower) FeedFunc(doc *spool.Progress, emit func(Output) bool) (complete bool) {
 	if f.ended || !f.Accepts(doc) {
-		return nil
+		return true
 	}
 	if f.job == "" {
 		f.job = doc.Job
 	}
-	var out []Output
 	evs := doc.Events
 	if !slices.IsSortedFunc(evs, func(a, b spool.Event) int { return cmpSeq(a.Seq, b.Seq) }) {
 		evs = slices.Clone(evs)
@@ -127,58 +143,102 @@ func (f *Follower) Feed(doc *spool.Progress) []Output {
 			// Said before (or before a resume): a question among them was
 			// shown already.
 			if ev.Type == spool.EventQuestion && ev.ID != "" {
-				f.asked[ev.ID] = true
+				f.ask(ev.ID)
 			}
 			continue
 		}
 		if ev.Seq > f.last+1 {
-			out = append(out, gap(doc.Job, f.last, ev.Seq))
+			if !emit(gap(doc.Job, f.last, ev.Seq)) {
+				return false
+			}
+			f.last = ev.Seq - 1
+		}
+		if o, ok := f.event(doc.Job, ev); ok {
+			if !emit(o) {
+				return false
+			}
+			f.said(o)
 		}
 		f.last = ev.Seq
-		if o, ok := f.event(doc.Job, ev); ok {
-			out = append(out, o)
-		}
 	}
 	switch {
 	case len(evs) == 0 && doc.Status != "" && doc.Status != f.status && doc.Seq >= f.last:
 		// A writer that keeps no events, only "status" (the Python
 		// tools; some write no seq either): its status is the news.
 		if doc.Seq > f.last+1 {
-			out = append(out, gap(doc.Job, f.last, doc.Seq))
+			if !emit(gap(doc.Job, f.last, doc.Seq)) {
+				return false
+			}
+			f.last = doc.Seq - 1
+		}
+		if !emit(Output{Kind: Status, Job: doc.Job, Seq: doc.Seq, Text: doc.Status}) {
+			return false
 		}
 		f.status = doc.Status
 		f.last = doc.Seq
-		out = append(out, Output{Kind: Status, Job: doc.Job, Seq: doc.Seq, Text: doc.Status})
 	case doc.Seq > f.last:
 		// The document counts events its list no longer holds.
-		out = append(out, gap(doc.Job, f.last, doc.Seq+1))
+		if !emit(gap(doc.Job, f.last, doc.Seq+1)) {
+			return false
+		}
 		f.last = doc.Seq
 	}
 	if q := doc.Question; q != nil && !doc.Done && !f.asked[q.ID] {
-		f.asked[q.ID] = true
-		out = append(out, Output{Kind: Question, Job: doc.Job, Seq: doc.Seq, Question: q, Text: QuestionLine(q.Text, q.Options)})
+		if !emit(Output{Kind: Question, Job: doc.Job, Seq: doc.Seq, Question: q, Text: QuestionLine(q.Text, q.Options)}) {
+			return false
+		}
+		f.ask(q.ID)
 	}
 	if doc.Done {
+		if !emit(endOf(doc)) {
+			return false
+		}
 		f.ended = true
-		out = append(out, endOf(doc))
 	}
-	return out
+	return true
+}
+
+// maxAsked bounds the question ids a Follower remembers: a document holds
+// one open question, the newest asked, so the last few ids are all that
+// can come back; a run that asks without end costs no more.
+const maxAsked = 2 * spool.MaxProgressEvents
+
+// ask remembers a question id as shown.
+func (f *Follower) ask(id string) {
+	if f.asked[id] {
+		return
+	}
+	if len(f.askedOrder) >= maxAsked {
+		delete(f.asked, f.askedOrder[0])
+		f.askedOrder = f.askedOrder[1:]
+	}
+	f.asked[id] = true
+	f.askedOrder = append(f.askedOrder, id)
+}
+
+// said records what an output said, once it was taken.
+func (f *Follower) said(o Output) {
+	switch o.Kind {
+	case Status:
+		f.status = o.Text
+	case Question:
+		if o.Question != nil && o.Question.ID != "" {
+			f.ask(o.Question.ID)
+		}
+	}
 }
 
 // event turns one event into an output, or nothing for an event whose news
-// the End carries (type end).
+// the End carries (type end) and for a question already shown. It changes
+// nothing: said records the output once it is taken.
 func (f *Follower) event(job string, ev *spool.Event) (Output, bool) {
 	o := Output{Job: job, Seq: ev.Seq, Event: ev}
 	switch ev.Type {
 	case spool.EventStatus, "":
 		o.Kind, o.Text = Status, ev.Text
-		f.status = ev.Text
 	case spool.EventQuestion:
-		if ev.ID != "" {
-			if f.asked[ev.ID] {
-				return o, false
-			}
-			f.asked[ev.ID] = true
+		if ev.ID != "" && f.asked[ev.ID] {
+			return o, false
 		}
 		q := &spool.Question{ID: ev.ID, Text: ev.Text, Options: ev.Options, Asked: ev.At}
 		o.Kind, o.Question, o.Text = Question, q, QuestionLine(ev.Text, ev.Options)

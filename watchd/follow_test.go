@@ -244,6 +244,66 @@ func TestFollowerResumeSkipsShownQuestion(t *testing.T) {
 	}
 }
 
+// A consumer that takes a few outputs at a time (a stream's bounded write)
+// gets the rest by feeding again, nothing twice; once it is so far behind
+// that the events it missed left the document, it is told with one gap
+// and goes on from the newest.
+func TestFollowerFeedFuncStopsShort(t *testing.T) {
+	f := NewFollower(Guards{Job: "j"})
+	take := func(d *spool.Progress, n int) (string, bool) {
+		var out []Output
+		complete := f.FeedFunc(d, func(o Output) bool {
+			if len(out) == n {
+				return false
+			}
+			out = append(out, o)
+			return true
+		})
+		return said(out), complete
+	}
+	d1 := doc("j", 1, rng(1, 5))
+	d1.Question = &spool.Question{ID: "q1", Text: "ok?"}
+	for _, c := range []struct {
+		d        *spool.Progress
+		n        int
+		want     string
+		complete bool
+	}{
+		{d1, 2, "status:s1 | status:s2", false},
+		{d1, 2, "status:s3 | status:s4", false},
+		{d1, 2, "status:s5 | question:Question: ok?", true},
+		{d1, 2, "", true},
+		{doc("j", 2, rng(10, 12)), 1, "gap:(4 earlier events not shown)", false},
+		{done(doc("j", 3, rng(10, 14)), spool.Done, 0), 2, "status:s10 | status:s11", false},
+		{done(doc("j", 3, rng(10, 14)), spool.Done, 0), 9, "status:s12 | status:s13 | status:s14 | end:done", true},
+	} {
+		got, complete := take(c.d, c.n)
+		if got != c.want || complete != c.complete {
+			t.Fatalf("took %q (complete %v); want %q (%v)", got, complete, c.want, c.complete)
+		}
+	}
+	if !f.Ended() {
+		t.Error("not ended after the end")
+	}
+}
+
+// The question ids a follower remembers are bounded: a run that asks
+// without end costs no more than one that asks a few times.
+func TestFollowerAskedBounded(t *testing.T) {
+	f := NewFollower(Guards{Job: "j"})
+	for i := int64(1); i <= 10*maxAsked; i++ {
+		ev := spool.Event{Seq: i, Type: spool.EventQuestion, ID: fmt.Sprintf("q%d", i), Text: "?"}
+		d := doc("j", 1, []spool.Event{ev})
+		d.Question = &spool.Question{ID: ev.ID, Text: "?"}
+		if got := said(f.Feed(d)); got != "question:Question: ?" {
+			t.Fatalf("question %d: %q", i, got)
+		}
+	}
+	if len(f.asked) > maxAsked || len(f.askedOrder) > maxAsked {
+		t.Errorf("%d ids remembered; want at most %d", len(f.asked), maxAsked)
+	}
+}
+
 func TestEndLine(t *testing.T) {
 	tests := []struct {
 		st   spool.State

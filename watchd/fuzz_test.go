@@ -2,6 +2,9 @@ package watchd
 
 import (
 	"bytes"
+	"encoding/json"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/vmspool/vmspool/spool"
@@ -26,10 +29,44 @@ not json
 		fl := NewFollower(Guards{Began: 1000, Job: job})
 		var last int64
 		ended := false
+		// A stream's follower takes a few outputs at a time and feeds the
+		// document again for the rest; what holds for Feed holds for it.
+		bounded := NewFollower(Guards{Began: 1000, Job: job})
+		var blast int64
+		bended := false
+		budget := len(in)%3 + 1
 		for _, line := range bytes.Split(in, []byte("\n")) {
 			doc, err := spool.ParseProgress(line)
 			if err != nil {
 				continue
+			}
+			for turn := 0; ; turn++ {
+				took := 0
+				complete := bounded.FeedFunc(doc, func(o Output) bool {
+					if took == budget {
+						return false
+					}
+					took++
+					if bended {
+						t.Fatalf("bounded: output after the end: %+v", o)
+					}
+					if o.Kind == End {
+						bended = true
+					}
+					if o.Event != nil && o.Kind != Question {
+						if o.Seq <= blast {
+							t.Fatalf("bounded: event seq %d after %d", o.Seq, blast)
+						}
+						blast = o.Seq
+					}
+					return true
+				})
+				if complete {
+					break
+				}
+				if took == 0 || turn > 1000 {
+					t.Fatalf("bounded: no progress on a document")
+				}
 			}
 			for _, o := range fl.Feed(doc) {
 				if ended {
@@ -59,6 +96,9 @@ not json
 		if ended != fl.Ended() {
 			t.Fatalf("ended %v, Follower says %v", ended, fl.Ended())
 		}
+		if bended != ended || blast != last {
+			t.Fatalf("bounded follower: ended %v, last %d; unbounded: ended %v, last %d", bended, blast, ended, last)
+		}
 	})
 }
 
@@ -84,6 +124,31 @@ func FuzzParseEventID(f *testing.F) {
 		l2, e2, ok2 := ParseEventID(back)
 		if !ok2 || l2 != last || e2 != ended {
 			t.Fatalf("%q -> %d %v -> %q -> %d %v", id, last, ended, back, l2, e2)
+		}
+	})
+}
+
+// FuzzBoundedSSE checks the stream's bound: the reckoned size is never
+// below what encoding/json writes, and a bounded event fits its bound
+// whatever its texts hold, repeated to the longest an event may be.
+func FuzzBoundedSSE(f *testing.F) {
+	f.Add("plain", "\x01\x02<>&\"\\", "\u2028\xff\xfe")
+	f.Add("\x01", "é", "")
+	f.Fuzz(func(t *testing.T, text, opt, qtext string) {
+		if b, _ := json.Marshal(text); jsonSize(text) < len(b) {
+			t.Fatalf("jsonSize(%q) = %d; encoding/json writes %d", text, jsonSize(text), len(b))
+		}
+		if text != "" {
+			text = strings.Repeat(text, spool.MaxEventText/len(text)+1)[:spool.MaxEventText]
+		}
+		ev := &spool.Event{Seq: 3, Type: spool.EventQuestion, Text: text, ID: "q1", Options: slices.Repeat([]string{opt}, 16)}
+		o := Output{Kind: Question, Job: "j", Seq: 3, Text: text, Event: ev,
+			Question: &spool.Question{ID: "q1", Text: qtext, Options: ev.Options}}
+		if n := len(SSE(o)); sseSize(o) < n {
+			t.Fatalf("sseSize %d < %d", sseSize(o), n)
+		}
+		if b := BoundedSSE(o, MaxStreamWrite); len(b) > MaxStreamWrite {
+			t.Fatalf("bounded event of %d bytes; bound %d", len(b), MaxStreamWrite)
 		}
 	})
 }

@@ -57,15 +57,24 @@ func Follow(ctx context.Context, cfg FollowConfig) (*Output, error) {
 		ctx, cancel = context.WithDeadlineCause(ctx, began.Add(cfg.Timeout), ErrTimeout)
 		defer cancel()
 	}
+	return relay(ctx, cfg.Chat, cfg.JSON, cfg.Every, cfg.Out, w.Next)
+}
+
+// relay prints what next gives, one line per output (Open WebUI status
+// events with asJSON), at most one status per every, until the End, which
+// it returns. When ctx ends with ErrTimeout as its cause, it prints a last
+// line (with asJSON one with "done": true) and returns ErrTimeout.
+func relay(ctx context.Context, chat string, asJSON bool, every time.Duration, w io.Writer,
+	next func(context.Context, <-chan time.Time) ([]Output, error)) (*Output, error) {
 	say := func(o Output) error {
 		line := TextLine(o)
-		if cfg.JSON {
+		if asJSON {
 			line = JSONLine(o)
 		}
-		_, err := cfg.Out.Write(line)
+		_, err := w.Write(line)
 		return err
 	}
-	th := &Throttle{Every: cfg.Every}
+	th := &Throttle{Every: every}
 	var timer *time.Timer
 	for {
 		var wake <-chan time.Time
@@ -77,14 +86,14 @@ func Follow(ctx context.Context, cfg FollowConfig) (*Output, error) {
 			}
 			wake = timer.C
 		}
-		out, err := w.Next(ctx, wake)
+		out, err := next(ctx, wake)
 		if err != nil {
 			if errors.Is(context.Cause(ctx), ErrTimeout) {
-				line := []byte("timed out waiting for chat " + cfg.Chat + "'s run to end\n")
-				if cfg.JSON {
+				line := []byte("timed out waiting for chat " + chat + "'s run to end\n")
+				if asJSON {
 					line = StatusLine("timed out waiting for the run to end", true)
 				}
-				cfg.Out.Write(line)
+				w.Write(line)
 				return nil, ErrTimeout
 			}
 			return nil, err

@@ -11,8 +11,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sirupsen/logrus"
 	"github.com/vmspool/vmspool/internal/ops"
@@ -57,6 +59,7 @@ type Server struct {
 	log  logrus.FieldLogger
 	subs atomic.Int64
 	mux  *http.ServeMux
+	enc  encodedEvents
 }
 
 // NewServer returns a Server over cfg.Hub.
@@ -108,6 +111,19 @@ func (s *Server) HTTPServer(addr string, base context.Context) *http.Server {
 		IdleTimeout:       60 * time.Second,
 		MaxHeaderBytes:    16 << 10,
 		BaseContext:       func(net.Listener) context.Context { return base },
+		ConnContext:       func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) },
+	}
+}
+
+// connKey holds a request's connection in its context (HTTPServer), so
+// that an event stream can size the connection's send buffer.
+type connKey struct{}
+
+// limitSendBuffer asks the kernel for a small send buffer on the
+// request's connection, where the server made it (HTTPServer).
+func limitSendBuffer(r *http.Request) {
+	if c, ok := r.Context().Value(connKey{}).(interface{ SetWriteBuffer(int) error }); ok {
+		c.SetWriteBuffer(streamSendBuffer)
 	}
 }
 
@@ -151,6 +167,7 @@ func (s *Server) servePage(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Type", ctype)
 	h.Set("Content-Security-Policy", web.CSP)
 	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Cache-Control", "no-cache")
 	w.Write(b)
 }
@@ -296,6 +313,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer wt.Close()
+	limitSendBuffer(r)
 	log := s.log.WithFields(logrus.Fields{"chat": chat, "job": job, "remote": r.RemoteAddr, "last": last})
 	log.Info("subscriber connected")
 	h := w.Header()
@@ -306,10 +324,12 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	// A client that stops reading is dropped once a write has waited
 	// the write wait, rather than holding its handler for ever.
 	rc := http.NewResponseController(w)
-	send := func(b []byte) error {
+	send := func(parts ...[]byte) error {
 		rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteWait))
-		if _, err := w.Write(b); err != nil {
-			return err
+		for _, b := range parts {
+			if _, err := w.Write(b); err != nil {
+				return err
+			}
 		}
 		return rc.Flush()
 	}
@@ -353,31 +373,213 @@ func eventsRequest(w http.ResponseWriter, r *http.Request) (chat, job string, la
 	return chat, job, last, true
 }
 
+// MaxStreamWrite bounds what an event stream writes at a time, and so
+// what a subscriber holds while its client is slow: the write, and
+// nothing of the documents it came from (Watcher.NextFunc). One event
+// encoded past it (8 KiB of control characters, which JSON writes six
+// bytes each, twice: text and event) has its texts clipped for the stream;
+// the document and <job>.events keep them whole.
+const MaxStreamWrite = 32 << 10
+
+// streamSendBuffer is the kernel's send buffer asked for a stream's
+// connection, so that a client that stops reading pins little kernel
+// memory either (the kernel doubles it): a stream carries a person's
+// statuses, not bulk data.
+const streamSendBuffer = 32 << 10
+
 // stream sends the watcher's events, and a keep-alive comment while none
 // come, until the run ends, the client goes or a write fails; it returns
-// how many events were sent and why it stopped.
-func (s *Server) stream(ctx context.Context, wt *Watcher, send func([]byte) error) (sent int, why string) {
+// how many events were sent and why it stopped. Each turn writes at most
+// MaxStreamWrite; what did not fit is not held but fed again, newest
+// first, once the write is done. An event's bytes are the Server's, made
+// once for every subscriber (encodedEvents): a stream stuck on a client
+// that does not read holds references to them, not copies.
+func (s *Server) stream(ctx context.Context, wt *Watcher, send func(...[]byte) error) (sent int, why string) {
 	keep := time.NewTicker(s.cfg.KeepAlive)
 	defer keep.Stop()
+	var parts [][]byte
+	size := 0
+	emit := func(o Output) bool {
+		b := s.enc.get(o)
+		if size > 0 && size+len(b) > MaxStreamWrite {
+			return false // next turn
+		}
+		parts, size = append(parts, b), size+len(b)
+		s.cfg.Metrics.Sent(metricKind(o.Kind))
+		return true
+	}
 	for {
-		out, err := wt.Next(ctx, keep.C)
+		clear(parts)
+		parts, size = parts[:0], 0
+		n, err := wt.NextFunc(ctx, keep.C, emit)
 		if errors.Is(err, ErrEnded) {
 			return sent, "run ended"
 		} else if err != nil {
 			return sent, "client gone or server stopping"
 		}
-		var buf []byte
-		if len(out) == 0 {
-			buf = []byte(": keep-alive\n\n")
+		if n == 0 {
+			parts = append(parts, keepAlive)
 			s.cfg.Metrics.Sent("ping")
 		}
-		for _, o := range out {
-			buf = append(buf, SSE(o)...)
-			s.cfg.Metrics.Sent(metricKind(o.Kind))
-		}
-		sent += len(out)
-		if err := send(buf); err != nil {
+		sent += n
+		if err := send(parts...); err != nil {
 			return sent, "write failed: " + err.Error()
 		}
 	}
+}
+
+var keepAlive = []byte(": keep-alive\n\n")
+
+// encodedEvents holds the server-sent bytes of the latest events (at most
+// encodedCacheSize), made once however many subscribers send them: an
+// event's output is the same for every subscriber of its chat (a job's
+// seq names one line of its events, never rewritten). What depends on the
+// subscriber (a gap, the end, a status-only document's status) is made
+// for it alone, and is small.
+type encodedEvents struct {
+	mu   sync.Mutex
+	m    map[eventKey]*encoded
+	ring []eventKey
+	next int
+}
+
+const encodedCacheSize = 1024
+
+type eventKey struct {
+	job  string
+	seq  int64
+	kind Kind
+}
+
+type encoded struct {
+	once sync.Once
+	b    []byte
+}
+
+func (c *encodedEvents) get(o Output) []byte {
+	if o.Event == nil || o.Kind == End || o.Kind == Gap {
+		return BoundedSSE(o, MaxStreamWrite)
+	}
+	k := eventKey{o.Job, o.Seq, o.Kind}
+	c.mu.Lock()
+	e := c.m[k]
+	if e == nil {
+		if c.m == nil {
+			c.m = make(map[eventKey]*encoded, encodedCacheSize)
+			c.ring = make([]eventKey, encodedCacheSize)
+		}
+		if old := c.ring[c.next]; c.m[old] != nil {
+			delete(c.m, old)
+		}
+		e = &encoded{}
+		c.m[k], c.ring[c.next] = e, k
+		c.next = (c.next + 1) % encodedCacheSize
+	}
+	c.mu.Unlock()
+	// Made once: the subscribers that come for it meanwhile wait for it
+	// rather than each making its own.
+	e.once.Do(func() { e.b = BoundedSSE(o, MaxStreamWrite) })
+	return e.b
+}
+
+// BoundedSSE is SSE(o), its texts clipped (each ending with "…") so that
+// the event takes at most max bytes. The size is reckoned before encoding
+// (jsonSize), so an event is encoded once, at the size it is sent.
+func BoundedSSE(o Output, max int) []byte {
+	for limit := spool.MaxEventText / 2; sseSize(o) > max && limit >= 16; limit /= 2 {
+		o = clipOutput(o, limit)
+	}
+	return SSE(o)
+}
+
+// sseSize is at least the size of SSE(o): its texts as JSON writes them
+// at worst (jsonSize), and a generous allowance for the rest (ids, seqs,
+// field names), which are bounded.
+func sseSize(o Output) int {
+	n := 1024 + jsonSize(o.Text)
+	if ev := o.Event; ev != nil {
+		n += jsonSize(ev.Text) + jsonSize(ev.Worker) + jsonSize(ev.ID) + jsonSize(ev.Type) + jsonSize(string(ev.State))
+		for _, opt := range ev.Options {
+			n += 3 + jsonSize(opt)
+		}
+	}
+	if q := o.Question; q != nil {
+		n += jsonSize(q.Text) + jsonSize(q.ID)
+		for _, opt := range q.Options {
+			n += 3 + jsonSize(opt)
+		}
+	}
+	if o.Error != nil {
+		n += jsonSize(*o.Error)
+	}
+	return n + jsonSize(o.Job)
+}
+
+// jsonSize is at least the length of s as a JSON string: a byte is one,
+// or six when encoding/json escapes it (control bytes, HTML's < > &,
+// U+2028 and U+2029, each byte of invalid UTF-8); quotes and backslashes
+// are two.
+func jsonSize(s string) int {
+	n := 2
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				n += 2
+			case c < 0x20 || c == '<' || c == '>' || c == '&':
+				n += 6
+			default:
+				n++
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			n += 6
+		case r == '\u2028' || r == '\u2029':
+			n += 6
+		default:
+			n += size
+		}
+		i += size
+	}
+	return n
+}
+
+// clipOutput is o with every text of it cut to limit bytes (an option to
+// a sixteenth of that), in copies: o and what it points to are shared.
+func clipOutput(o Output, limit int) Output {
+	o.Text = spool.Clip(o.Text, limit)
+	if o.Event != nil {
+		ev := *o.Event
+		ev.Text = spool.Clip(ev.Text, limit)
+		ev.Options = clipOptions(ev.Options, limit/16)
+		ev.Worker = spool.Clip(ev.Worker, limit)
+		o.Event = &ev
+	}
+	if o.Question != nil {
+		q := *o.Question
+		q.Text = spool.Clip(q.Text, limit)
+		q.Options = clipOptions(q.Options, limit/16)
+		o.Question = &q
+	}
+	if o.Error != nil {
+		e := spool.Clip(*o.Error, limit)
+		o.Error = &e
+	}
+	return o
+}
+
+func clipOptions(opts []string, limit int) []string {
+	if opts == nil {
+		return nil
+	}
+	out := make([]string, len(opts))
+	for i, o := range opts {
+		out[i] = spool.Clip(o, limit)
+	}
+	return out
 }

@@ -25,11 +25,21 @@ const ResultGrace = 2 * time.Second
 // <job>.events and its end from the result: a run that ended is reported,
 // never waited on.
 type Watcher struct {
-	s     *spool.Spool
-	sub   *Sub
-	f     *Follower
-	doc   *spool.Progress // the chat's current document, nil if none
-	timer *time.Timer     // the next look at the result file, while one is needed
+	s   *spool.Spool
+	sub *Sub
+	f   *Follower
+	// What the chat's current document is: none, or a document of docJob.
+	// Not the document itself: a stream blocked on a slow client must not
+	// hold a document the chat has moved on from.
+	hasDoc bool
+	docJob string
+	// again says the last feed stopped short (its consumer took no more):
+	// the next call feeds again at once, the newest document (or the
+	// result, if that is where it stopped), rather than waiting.
+	again       bool
+	againResult bool // the result fallback stopped short; superseded says how it was called
+	superseded  bool
+	timer       *time.Timer // the next look at the result file, while one is needed
 	// CheckEvery is how often the result file is looked at while needed.
 	CheckEvery time.Duration
 	Now        func() time.Time
@@ -64,9 +74,43 @@ func (w *Watcher) Close() {
 // (nil, nil) when wake fires (the caller's own timer: a keep-alive, a
 // throttle), ctx's error when ctx is done, and ErrEnded after the End.
 func (w *Watcher) Next(ctx context.Context, wake <-chan time.Time) ([]Output, error) {
+	var out []Output
+	_, err := w.NextFunc(ctx, wake, func(o Output) bool { out = append(out, o); return true })
+	return out, err
+}
+
+// NextFunc is Next handing each output to emit as it is made (see
+// Follower.FeedFunc): it returns once something was emitted, with how
+// many. When emit refuses one, the rest is not held: the next call feeds
+// the chat's newest state at once, from where this one stopped, so a
+// consumer that takes a bounded amount per call holds no backlog, and one
+// that fell behind skips to the newest (with a gap line) instead of
+// queueing.
+func (w *Watcher) NextFunc(ctx context.Context, wake <-chan time.Time, emit func(Output) bool) (int, error) {
+	n := 0
+	count := func(o Output) bool {
+		if emit(o) {
+			n++
+			return true
+		}
+		return false
+	}
 	for {
 		if w.f.Ended() {
-			return nil, ErrEnded
+			return 0, ErrEnded
+		}
+		if w.again {
+			w.again = false
+			if w.againResult {
+				w.fromResult(w.superseded, count)
+			} else {
+				snap, _ := w.sub.Latest()
+				w.feed(snap, count)
+			}
+			if n > 0 || w.again {
+				return n, nil
+			}
+			continue
 		}
 		var check <-chan time.Time
 		if w.needResult() {
@@ -80,29 +124,39 @@ func (w *Watcher) Next(ctx context.Context, wake <-chan time.Time) ([]Output, er
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return 0, ctx.Err()
 		case <-wake:
-			return nil, nil
+			return 0, nil
 		case <-w.sub.C:
 			snap, fresh := w.sub.Latest()
 			if !fresh {
 				continue
 			}
-			w.doc = snap.Doc
-			out := w.f.Feed(snap.Doc)
-			if !w.f.Ended() && w.doc != nil && w.f.Job() != "" && w.doc.Job != w.f.Job() {
-				// Another run's document: ours will not be written again.
-				out = append(out, w.fromResult(true)...)
-			}
-			if len(out) > 0 {
-				return out, nil
-			}
+			w.feed(snap, count)
 		case <-check:
 			w.timer = nil
-			if out := w.fromResult(false); len(out) > 0 {
-				return out, nil
-			}
+			w.fromResult(false, count)
 		}
+		if n > 0 || w.again {
+			return n, nil
+		}
+	}
+}
+
+// feed feeds one snapshot, and the followed job's result when the
+// snapshot is another run's document.
+func (w *Watcher) feed(snap Snapshot, emit func(Output) bool) {
+	w.hasDoc, w.docJob = snap.Doc != nil, ""
+	if snap.Doc != nil {
+		w.docJob = snap.Doc.Job
+	}
+	if !w.f.FeedFunc(snap.Doc, emit) {
+		w.again, w.againResult = true, false
+		return
+	}
+	if !w.f.Ended() && w.hasDoc && w.f.Job() != "" && w.docJob != w.f.Job() {
+		// Another run's document: ours will not be written again.
+		w.fromResult(true, emit)
 	}
 }
 
@@ -110,24 +164,24 @@ func (w *Watcher) Next(ctx context.Context, wake <-chan time.Time) ([]Output, er
 // place its end can still be read: the job is known, and the chat's
 // document is not its.
 func (w *Watcher) needResult() bool {
-	return !w.f.Ended() && w.f.Job() != "" && (w.doc == nil || w.doc.Job != w.f.Job())
+	return !w.f.Ended() && w.f.Job() != "" && (!w.hasDoc || w.docJob != w.f.Job())
 }
 
 // fromResult tells the followed job's remaining events and its end if it
 // has a result. Unless superseded (another run's document is there), a
 // result younger than ResultGrace is left for the job's final document.
-func (w *Watcher) fromResult(superseded bool) []Output {
+func (w *Watcher) fromResult(superseded bool, emit func(Output) bool) {
 	job := w.f.Job()
 	st, err := w.s.State(job)
 	if err != nil || !st.Final() {
-		return nil
+		return
 	}
 	r, err := w.s.ReadResult(job, st)
 	if err != nil {
-		return nil
+		return
 	}
 	if !superseded && w.Now().Sub(spool.TimeOf(r.Finished)) < ResultGrace {
-		return nil
+		return
 	}
 	// The latest events, as a progress document holds them, read as they
 	// stream: a flood costs no memory. Seqs are line numbers: the last
@@ -143,9 +197,13 @@ func (w *Watcher) fromResult(superseded bool) []Output {
 	}
 	doc := &spool.Progress{Job: job, Chat: w.sub.Chat, Seq: seq, Events: rest, Done: true,
 		State: r.State, Exit: r.Exit, Error: r.Error}
-	out := w.f.Feed(doc)
-	if n := len(out); n > 0 && out[n-1].Kind == End {
-		out[n-1].FromResult = true
+	complete := w.f.FeedFunc(doc, func(o Output) bool {
+		if o.Kind == End {
+			o.FromResult = true
+		}
+		return emit(o)
+	})
+	if !complete {
+		w.again, w.againResult, w.superseded = true, true, superseded
 	}
-	return out
 }

@@ -229,13 +229,65 @@ class VMAgentTest(SpoolCase):
         self.assertIn("next one", em2.texts())
 
     def test_gate_refusal_names_the_commit_tool(self):
-        self.tool.valves.agent_script = "cd /tmp && git add -A && git commit -m {task}"
+        self.tool.valves.agent_script = 'cd /tmp && git add -A && git commit -m "$VMSPOOL_TASK"'
         out, em = self.run_call("my change")
         self.assertIn("ended: failed", out)
         self.assertIn("vmgate refused", out)
         self.assertIn("git_commit", out)
         self.assertTrue(any("vmgate refused" in t for t in em.texts()), em.texts())
         self.assert_last_done(em)
+
+    def test_task_is_data_in_agent_script(self):
+        # Second review, 3: {task} was replaced by the task shell-quoted,
+        # but inside double quotes or an unquoted here-document the quotes
+        # are literal, and the model's $(...) ran as the spool's user. The
+        # script now reads the task from $VMSPOOL_TASK and {task} is refused.
+        pasted = os.path.join(self.tmp, "pasted")
+        out_file = os.path.join(self.tmp, "task-seen")
+        task = "$(touch %s) `touch %s` it's \"quoted\" ${HOME} *" % (pasted, pasted)
+        for script in ('echo "{task}" > %s' % out_file, "cat > %s <<EOF\n{task}\nEOF" % out_file):
+            with self.subTest(script=script):
+                self.tool.valves.agent_script = script
+                out, em = self.run_call(task, chat="chat-script")
+                self.assertFalse(os.path.exists(pasted), "the task ran as shell code: %s" % out)
+                self.assertIn("{task}", out)
+                self.assertIn("VMSPOOL_TASK", out)
+                self.assert_last_done(em)
+        self.tool.valves.agent_script = 'printf %%s "$VMSPOOL_TASK" > %s; spool say "task read"' % out_file
+        out, em = self.run_call(task, chat="chat-script")
+        self.assertIn("ended: done", out)
+        self.assertEqual(read(out_file), task)
+        self.assertFalse(os.path.exists(pasted))
+
+    def test_task_is_one_argument(self):
+        # The task is the agent's last argument, alone: one that starts
+        # with a dash is not handed to an agent that would read it as an
+        # option, unless agent_command ends with "--".
+        seen = os.path.join(self.tmp, "argv")
+        self.agent('printf "%%s\\n" "$@" > %s' % seen)
+        out, em = self.run_call("--output=/etc/passwd fix it", chat="chat-dash")
+        self.assertIn("--", out)
+        self.assertFalse(os.path.exists(seen), out)
+        self.assert_last_done(em)
+        self.tool.valves.agent_command += " --"
+        out, em = self.run_call("--output=/etc/passwd fix it", chat="chat-dash")
+        self.assertIn("ended: done", out)
+        self.assertEqual(read(seen), "--\n--output=/etc/passwd fix it\n")
+        out, em = self.run_call("two words; $(x)", chat="chat-dash")
+        self.assertEqual(read(seen), "--\ntwo words; $(x)\n")
+
+    def test_watch_url(self):
+        # watchd serve instead of watchd follow: its socket, and the
+        # address it printed, with its token.
+        page = self.serve()
+        for url in ("unix:" + os.path.join(self.spool, "watchd", "serve.sock"), page):
+            with self.subTest(url=url.split("?")[0]):
+                self.tool.valves.watch_url = url
+                self.agent('spool say "via serve"; sleep 0.2; spool say "served"')
+                out, em = self.run_call("watch", chat="chat-url")
+                self.assertIn("ended: done", out)
+                self.assertIn("served", out)
+                self.assert_last_done(em)
 
     def test_no_chat_id(self):
         coro, em = self.call("x", chat="not a valid id")

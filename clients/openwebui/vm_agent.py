@@ -43,12 +43,12 @@ class Tools:
         spool_dir: str = Field(default="/var/spool/vm", description="The spool directory (bind-mounted into the container as on the host).")
         bin_dir: str = Field(default="/usr/local/bin", description="Where vmspool's binaries (spool, watchd) are.")
         client_path: str = Field(default="/usr/local/lib/vmspool/vmspool.py", description="vmspool's Python client, if it is not importable.")
-        agent_command: str = Field(default="vm-agent", description="The agent's command; the task is passed as its last argument (and in $VMSPOOL_TASK).")
-        agent_script: str = Field(default="", description="Instead of agent_command: a bash script run for the task, {task} replaced by the task shell-quoted. The gate decides it first.")
+        agent_command: str = Field(default="vm-agent", description="The agent's command, split as a shell would split it (its words, never run by a shell). The task is added as one argument, the last, and is also in $VMSPOOL_TASK. If the agent reads options, end this with -- (\"vm-agent --\"); without it a task that starts with - is refused.")
+        agent_script: str = Field(default="", description="Instead of agent_command: a bash script run for the task. The task is never put into the script's text: the script reads it from \"$VMSPOOL_TASK\" (quote it). A script holding the old {task} placeholder is refused. The gate decides the script first.")
         timeout: str = Field(default="2h", description="The job's timeout (Go duration text).")
         status_every: float = Field(default=1.0, description="At most one status per this many seconds (the newest wins).")
         commit_tool: str = Field(default="git_commit", description="The host-side commit tool the agent is sent to when the gate refuses a git write.")
-        watch_url: str = Field(default="", description="Read progress from watchd serve at this URL instead of running watchd follow.")
+        watch_url: str = Field(default="", description="Read progress from watchd serve instead of running watchd follow: its unix socket, unix:/var/spool/vm/watchd/serve.sock (no token: the socket's mode decides), or the http address it printed, http://127.0.0.1:8377/?token=T (without ?token= the token is read from spool_dir's watchd/token, or $WATCHD_TOKEN).")
         cancel_wait: float = Field(default=10.0, description="After the stop button, how long to wait for the job to end.")
 
     def __init__(self):
@@ -90,11 +90,12 @@ class Tools:
             await done("This chat has no usable id, so no run was started.")
             return "No run was started: the chat id %r is not usable." % chat
         bin_dir = v.bin_dir or None
-        kw = dict(spool=v.spool_dir, timeout=v.timeout or None, env={"VMSPOOL_TASK": task})
-        if v.agent_script.strip():
-            kw["script"] = v.agent_script.replace("{task}", shlex.quote(task))
-        else:
-            kw["argv"] = shlex.split(v.agent_command) + [task]
+        try:
+            kw = dict(spool=v.spool_dir, timeout=v.timeout or None, env={"VMSPOOL_TASK": task},
+                      **_command(v.agent_command, v.agent_script, task))
+        except ValueError as e:
+            await done("No run was started: %s" % e)
+            return "No run was started: %s" % e
         try:
             job = await asyncio.to_thread(vs.submit, chat, **kw)
         except vs.SpoolError as e:
@@ -115,8 +116,29 @@ class Tools:
             raise
         except Exception as e:
             await done("Lost track of the run: %s" % e)
-            return "Lost track of the run (job %s): %s. `spool show %s` on the host says how it is doing." % (job, e, job)
+            return "Lost track of the run (job %s): %s. `spool show %s` on the host says how it is doing." % (job, e, shlex.quote(job))
         return _report(out, v.commit_tool)
+
+
+def _command(agent_command, agent_script, task):
+    """The job's argv or script for the task. The task is data only: the
+    script reads it from $VMSPOOL_TASK (a task spliced into shell text runs
+    the model's $(...) inside double quotes or an unquoted here-document,
+    whatever quoting it was given), and the command gets it as one
+    argument, the last, never parsed as an option unless the command
+    ended its own options with --. ValueError says what to change."""
+    if agent_script.strip():
+        if "{task}" in agent_script:
+            raise ValueError('the agent_script valve holds {task}, which is no longer replaced (the task could run as '
+                             'shell code): read the task from "$VMSPOOL_TASK" instead')
+        return {"script": agent_script}
+    argv = shlex.split(agent_command)
+    if not argv:
+        raise ValueError("the agent_command valve is empty")
+    if task.startswith("-") and argv[-1] != "--":
+        raise ValueError("the task starts with -, which the agent would read as an option: start it with a word, "
+                         "or end the agent_command valve with -- if the agent takes that")
+    return {"argv": argv + [task]}
 
 
 def _report(out, commit_tool):

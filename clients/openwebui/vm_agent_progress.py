@@ -45,7 +45,7 @@ class Tools:
         bin_dir: str = Field(default="/usr/local/bin", description="Where vmspool's binaries (spool, watchd) are.")
         client_path: str = Field(default="/usr/local/lib/vmspool/vmspool.py", description="vmspool's Python client, if it is not importable.")
         status_every: float = Field(default=1.0, description="At most one status per this many seconds (the newest wins).")
-        watch_url: str = Field(default="", description="Read progress from watchd serve at this URL instead of running watchd follow.")
+        watch_url: str = Field(default="", description="Read progress from watchd serve instead of running watchd follow: its unix socket, unix:/var/spool/vm/watchd/serve.sock (no token: the socket's mode decides), or the http address it printed, http://127.0.0.1:8377/?token=T (without ?token= the token is read from spool_dir's watchd/token, or $WATCHD_TOKEN).")
         timeout: float = Field(default=0, description="Stop following after this many seconds (0: until the run ends).")
 
     def __init__(self):

@@ -90,10 +90,14 @@ class SpoolCase(unittest.TestCase):
         return self.start("spoold", "--spool", self.spool, *args)
 
     def serve(self):
+        """Start watchd serve; return the page's address it printed, with
+        its token (http://127.0.0.1:PORT/?token=T)."""
         addr = os.path.join(self.tmp, "addr")
         self.start("watchd", "serve", "--spool", self.spool, "--listen", "127.0.0.1:0", "--addr-file", addr)
-        a = wait_for("watchd serve's address", lambda: os.path.exists(addr) and read(addr).strip())
-        return "http://" + a
+        wait_for("watchd serve's address", lambda: os.path.exists(addr) and read(addr).strip())
+        said = "the live page is at "
+        log = wait_for("watchd serve's page address", lambda: said in self.logs() and self.logs())
+        return log[log.index(said) + len(said):].split("\n", 1)[0].strip()
 
     def spool_cmd(self, *args, check=True):
         p = subprocess.run([os.path.join(BIN, "spool"), "--spool", self.spool] + list(args),

@@ -126,6 +126,27 @@ class SubmitTest(SpoolCase):
         self.assertFalse(vmspool.valid_id("x" * 129))
         self.assertTrue(vmspool.valid_id("x" * 128))
 
+    def test_answer_hint_pasted(self):
+        # Second review, 2: a question id of `x $(touch P) #` went into the
+        # hint as it was, and the line ran touch when pasted. The hint
+        # quotes every word and names only a question whose id is an id.
+        pasted = os.path.join(self.tmp, "pasted")
+        evil = "x $(touch %s) #" % pasted
+        cases = [("c1", {"id": evil}), ("c1", {"id": "q-1"}), ("c1", {}),
+                 ("it's $(touch %s)" % pasted, {"id": "q1"})]
+        for chat, q in cases:
+            line = vmspool.answer_hint(chat, vmspool.Question(q))
+            self.assertTrue(line.endswith(" TEXT"), line)
+            if q.get("id") in ("q-1", "q1"):
+                self.assertIn("--question %s " % q["id"], line)
+            else:
+                self.assertNotIn("--question", line)
+            e = env()
+            e["SPOOL_DIR"] = self.spool
+            subprocess.run(["sh", "-c", line.replace("TEXT", "yes")], env=e, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE)
+            self.assertFalse(os.path.exists(pasted), "pasting %r ran a command" % line)
+
     def test_resolve_spool(self):
         r = vmspool.resolve_spool
         self.assertEqual(r("/a", {"SPOOL_DIR": "/b"}, 1000), "/a")
@@ -207,8 +228,34 @@ exit 0'''
         self.run_story()
 
     def test_follow_over_watchd_serve(self):
+        # The address watchd serve printed, with its token.
         url = self.serve()
+        self.assertIn("?token=", url)
         self.run_story(url=url)
+
+    def test_follow_over_watchd_serve_socket(self):
+        # Its unix socket: no token, the socket's mode decides.
+        self.serve()
+        self.run_story(url="unix:" + os.path.join(self.spool, "watchd", "serve.sock"))
+
+    def test_follow_over_watchd_serve_tokens(self):
+        page = self.serve()
+        bare = page.split("/?token=")[0]
+        # Without a token in the address, the spool's watchd/token (this
+        # user may read it).
+        self.run_story(url=bare)
+        # No token at all: refused, saying so.
+        elsewhere = os.path.join(self.tmp, "not-the-spool")
+        os.mkdir(elsewhere)
+        with self.assertRaises(vmspool.SpoolError) as cm:
+            list(vmspool.follow("story", url=bare, spool=elsewhere, timeout=5))
+        self.assertIn("401", str(cm.exception))
+        self.assertIn("token", str(cm.exception))
+        self.assertNotIn(page.split("?token=")[1], str(cm.exception))
+        with self.assertRaises(vmspool.SpoolError) as cm:
+            list(vmspool.follow("story", url=page.replace("?token=", "?token=x"), spool=elsewhere, timeout=5))
+        self.assertIn("401", str(cm.exception))
+        self.assertNotIn(page.split("?token=")[1], str(cm.exception))
 
     def test_answer_and_cancel_errors(self):
         with self.assertRaises(vmspool.NoQuestion):

@@ -18,7 +18,9 @@ What it does itself, and what it asks the Go commands (docs/clients.md):
   with the same fsyncs: the spec, then the chat's old progress and answer
   removed, then the marker (docs/spool-format.md). Ids follow the same rule.
 - follow() never re-implements the watcher's guards: it runs `watchd
-  follow --json` (or reads `watchd serve`'s event stream, given a URL).
+  follow --json` (or reads `watchd serve`'s event stream, given its
+  address: "unix:/PATH" for its socket, or "http://HOST:PORT" with its
+  token, docs/watchd.md "Addresses").
 - git_write_in() and gate() ask `vmgate check`: one gate, one verdict.
 - answer(), cancel(), show() run `spool answer`, `spool cancel`, `spool
   show`.
@@ -30,17 +32,19 @@ NoSuchJob, NoQuestion, SpoolError for anything else.
 
 import asyncio
 import errno
+import http.client
 import json
 import os
 import re
 import secrets
+import shlex
 import shutil
+import socket
 import stat
 import subprocess
 import threading
 import time
 import urllib.parse
-import urllib.request
 
 __all__ = [
     "SpoolError", "InvalidID", "NoSuchJob", "NoQuestion", "Event", "Question", "Verdict",
@@ -618,18 +622,21 @@ def _follow_cmd(chat, job, every, timeout, spool, bin_dir, poll):
     return cmd
 
 
-def follow(chat, job=None, *, url=None, every=None, timeout=None, spool=None, bin_dir=None, poll=None):
+def follow(chat, job=None, *, url=None, every=None, timeout=None, spool=None, bin_dir=None, poll=None, token=None):
     """Yield the Events of chat's run (job, if given: pass the id submit
     returned, it keeps the guards exact) until its end, which is the last.
 
-    By default it runs `watchd follow --json`; with url (watchd serve's
-    base, "http://127.0.0.1:8377") it reads the chat's event stream. every
+    By default it runs `watchd follow --json`; with url it reads the
+    chat's event stream from watchd serve: "unix:/var/spool/vm/watchd/serve.sock"
+    (its socket: no token), or "http://127.0.0.1:8377" (TCP: the token is
+    token, else the URL's ?token=, else $WATCHD_TOKEN, else the spool's
+    watchd/token if this user may read it). every
     (seconds) relays at most one status per window, the newest winning.
     timeout (seconds): the last Event is then an end with state
     "timeout". Closing the generator stops the follower.
     """
     if url:
-        yield from _follow_url(url, chat, job, timeout)
+        yield from _follow_url(url, chat, job, timeout, token, spool)
         return
     cmd = _follow_cmd(chat, job, every, timeout, spool, bin_dir, poll)
     try:
@@ -658,17 +665,100 @@ def follow(chat, job=None, *, url=None, every=None, timeout=None, spool=None, bi
         raise SpoolError(msg[-1] if msg else "watchd follow exited %d" % p.returncode, p.returncode)
 
 
-def _follow_url(base, chat, job, timeout):
+class _UnixHTTPConnection(http.client.HTTPConnection):
+    """HTTP over a unix socket. A path longer than a socket address may be
+    (108 bytes) is reached through its directory's handle."""
+
+    def __init__(self, path, timeout):
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.settimeout(self.timeout)
+            if len(os.fsencode(self._path)) < 100:
+                s.connect(self._path)
+            else:
+                fd = os.open(os.path.dirname(self._path) or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+                try:
+                    s.connect("/proc/self/fd/%d/%s" % (fd, os.path.basename(self._path)))
+                finally:
+                    os.close(fd)
+        except BaseException:
+            s.close()
+            raise
+        self.sock = s
+
+
+_TOKEN_RE = re.compile(r"\A[A-Za-z0-9._~+/=-]{16,512}\Z")
+
+
+def _read_token_file(path):
+    """The token in path (a plain file, never a link, at most 4 KiB), or
+    None if it cannot be read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        tok = os.read(fd, 4096).decode("ascii", "replace").strip()
+    finally:
+        os.close(fd)
+    return tok if _TOKEN_RE.match(tok) else None
+
+
+def _watch_address(url, token=None, spool=None):
+    """(connection factory, path prefix, token, the address as shown) for
+    watchd serve's address (docs/watchd.md, "Addresses")."""
+    if url.startswith("unix:") or url.startswith("/"):
+        path = url[5:] if url.startswith("unix:") else url
+        if path.startswith("//"):
+            path = path[2:]
+        if not os.path.isabs(path):
+            raise SpoolError("watchd address %s: a unix socket is unix:/ABSOLUTE/PATH" % json.dumps(url))
+        return (lambda t: _UnixHTTPConnection(path, t)), "", None, "unix:" + path
+    u = urllib.parse.urlsplit(url)
+    if u.scheme not in ("http", "https") or not u.netloc:
+        raise SpoolError("watchd address %s: want http://HOST:PORT, https://... or unix:/PATH" % json.dumps(url.split("?")[0]))
+    tok = token or urllib.parse.parse_qs(u.query).get("token", [None])[0] or os.environ.get("WATCHD_TOKEN")
+    if not tok:
+        tok = _read_token_file(os.path.join(resolve_spool(spool), "watchd", "token"))
+    cls = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
+    shown = "%s://%s%s" % (u.scheme, u.netloc, u.path)
+    return (lambda t: cls(u.netloc, timeout=t)), u.path.rstrip("/"), tok, shown
+
+
+def _follow_url(url, chat, job, timeout, token=None, spool=None):
     _check_id("chat", chat)
-    q = {"job": job} if job else {}
-    url = "%s/chats/%s/events" % (base.rstrip("/"), urllib.parse.quote(chat))
-    if q:
-        url += "?" + urllib.parse.urlencode(q)
-    req = urllib.request.Request(url, headers={"Accept": "text/event-stream"})
+    if job:
+        _check_id("job", job)
+    connect, prefix, tok, shown = _watch_address(url, token, spool)
+    path = "%s/chats/%s/events" % (prefix, urllib.parse.quote(chat))
+    if job:
+        path += "?" + urllib.parse.urlencode({"job": job})
+    headers = {"Accept": "text/event-stream"}
+    if tok:
+        headers["Authorization"] = "Bearer " + tok
     deadline = time.monotonic() + timeout if timeout else None
-    with urllib.request.urlopen(req, timeout=30) as resp:
+    conn = connect(30)
+    try:
+        try:
+            conn.request("GET", path, headers=headers)
+            resp = conn.getresponse()
+        except OSError as e:
+            raise SpoolError("watchd serve at %s: %s" % (shown, e)) from None
+        if resp.status != 200:
+            body = resp.read(4096).decode("utf-8", "replace").strip().splitlines()
+            raise SpoolError("watchd serve at %s: %d %s: %s" % (shown, resp.status, resp.reason, body[0] if body else ""),
+                             resp.status)
         kind, data = None, []
-        for raw in resp:
+        while True:
+            raw = resp.readline(1 << 20)
+            if not raw:
+                return
             line = raw.decode("utf-8", "replace").rstrip("\r\n")
             if line.startswith(":"):
                 pass
@@ -687,13 +777,16 @@ def _follow_url(base, chat, job, timeout):
             if deadline and time.monotonic() > deadline:
                 yield Event({"kind": "end", "state": "timeout", "text": "timed out waiting for the run to end"})
                 return
+    finally:
+        conn.close()
 
 
-async def afollow(chat, job=None, *, url=None, every=None, timeout=None, spool=None, bin_dir=None, poll=None):
+async def afollow(chat, job=None, *, url=None, every=None, timeout=None, spool=None, bin_dir=None, poll=None,
+                  token=None):
     """follow() for asyncio: an async generator of the same Events.
     Closing it, or cancelling the task that iterates it, ends watchd."""
     if url:
-        async for ev in _athread(_follow_url(url, chat, job, timeout)):
+        async for ev in _athread(_follow_url(url, chat, job, timeout, token, spool)):
             yield ev
         return
     cmd = _follow_cmd(chat, job, every, timeout, spool, bin_dir, poll)
@@ -770,11 +863,16 @@ def _yes_no(options):
 
 
 def answer_hint(chat, q):
-    """The shell line that answers q elsewhere."""
-    return "spool answer --chat %s --question %s TEXT" % (chat, q.id or "Q")
+    """The shell line that answers q elsewhere, for a person to paste (an
+    operator, often as root): every word quoted for the shell, and the
+    question named only if its id is an id (watchd relays no other)."""
+    line = "spool answer --chat %s" % shlex.quote(chat)
+    if q is not None and valid_id(q.id):
+        line += " --question %s" % shlex.quote(q.id)
+    return line + " TEXT"
 
 
-async def relay(chat, job, emit, call=None, *, every=1.0, spool=None, bin_dir=None, url=None,
+async def relay(chat, job, emit, call=None, *, every=1.0, spool=None, bin_dir=None, url=None, token=None,
                 timeout=None, keep=5, title="The run asks"):
     """Relay chat's run (job) into an Open WebUI chat until it ends, and
     return its outcome: {"job", "state", "exit", "error", "statuses"} (the
@@ -872,7 +970,7 @@ async def relay(chat, job, emit, call=None, *, every=1.0, spool=None, bin_dir=No
         if text is not None:
             await status(text)
 
-    events = afollow(chat, job, url=url, timeout=timeout, spool=spool, bin_dir=bin_dir)
+    events = afollow(chat, job, url=url, timeout=timeout, spool=spool, bin_dir=bin_dir, token=token)
     try:
         async for ev in events:
             if ev.kind == "end":

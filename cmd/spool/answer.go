@@ -30,6 +30,11 @@ func (a *app) answer(args []string) error {
 	if err := spool.CheckChatID(*chat); err != nil {
 		return err
 	}
+	if *qid != "" {
+		if err := spool.CheckQuestionID(*qid); err != nil {
+			return err
+		}
+	}
 	if len(pos) == 0 {
 		return usageErr("answer", "want the answer's TEXT")
 	}

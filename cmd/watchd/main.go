@@ -30,12 +30,17 @@ const name = "watchd"
 
 const usage = `usage:
   watchd follow --chat C [--job J] [--json] [--timeout D] [--every D] [--poll D] [--spool DIR]
-  watchd serve [--listen ADDR] [--poll D] [--spool DIR]
+  watchd follow --url URL --chat C [--job J] [--json] [--timeout D] [--every D] [--token-file F]
+  watchd serve [--listen ADDR] [--socket PATH] [--no-token] [--poll D] [--spool DIR]
 
 follow prints each new status of the chat's run, one line each, until the
-run ends: exit 0 done, 1 failed or cancelled, 124 timed out.
+run ends: exit 0 done, 1 failed or cancelled, 124 timed out. With --url it
+reads watchd serve (unix:/PATH, or http://HOST:PORT with the token) instead
+of the tree.
 serve serves GET /chats/C, GET /chats/C/events (server-sent events) and
-GET / (a page of live runs), on loopback by default (` + watchd.DefaultListen + `).
+GET / (a page of live runs) on the spool's unix socket (watchd/serve.sock)
+and on loopback TCP (` + watchd.DefaultListen + `), which asks for the token in
+watchd/token; it prints the page's address, with the token, once.
 Run "watchd follow -h" or "watchd serve -h" for each one's flags.
 `
 
@@ -122,17 +127,20 @@ func follow(args []string, stdout, stderr io.Writer) error {
 	var c common
 	c.register(fs, "warn")
 	var (
-		chat, job   string
-		asJSON      bool
-		timeout, ev time.Duration
+		chat, job          string
+		remoteURL, tokFile string
+		asJSON             bool
+		timeout, ev        time.Duration
 	)
 	fs.StringVar(&chat, "chat", "", "the `chat` to follow (required)")
 	fs.StringVar(&job, "job", "", "follow this `job` only, whatever its document's stamp")
 	fs.BoolVar(&asJSON, "json", false, "print Open WebUI status events, the last with \"done\": true")
 	cli.DurationVar(fs, &timeout, "timeout", 0, "give up after `D` with exit 124 (0: never)")
 	cli.DurationVar(fs, &ev, "every", 0, "relay at most one status per `D`, the newest; questions and the end are never held back")
+	fs.StringVar(&remoteURL, "url", "", "read watchd serve at `URL` (unix:/PATH, or http://HOST:PORT) instead of the tree")
+	fs.StringVar(&tokFile, "token-file", "", "with an http --url: the token is in `FILE` (default $WATCHD_TOKEN, then the spool's watchd/token if readable)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: watchd follow --chat C [--job J] [--json] [--timeout D] [--every D] [--poll D] [--spool DIR]")
+		fmt.Fprintln(fs.Output(), "usage: watchd follow [--url URL] --chat C [--job J] [--json] [--timeout D] [--every D] [--poll D] [--spool DIR]")
 		fs.PrintDefaults()
 	}
 	if err := parse(fs, &c, args, stdout); err != nil {
@@ -151,6 +159,13 @@ func follow(args []string, stdout, stderr io.Writer) error {
 	}
 	if timeout < 0 || ev < 0 || c.poll < 0 {
 		return cli.Usagef("follow: durations must not be negative")
+	}
+	if remoteURL != "" {
+		return followRemote(&c, remoteURL, tokFile, watchd.RemoteConfig{Chat: chat, Job: job, JSON: asJSON,
+			Every: ev, Timeout: timeout, Began: began, Out: stdout})
+	}
+	if tokFile != "" {
+		return cli.Usagef("follow: --token-file goes with --url")
 	}
 	// Signals are caught before the spool is opened: a stop that comes
 	// while it opens still ends the follower with 128+n, never the
@@ -184,6 +199,80 @@ func follow(args []string, stdout, stderr io.Writer) error {
 	return cli.Exit(cli.ExitFail)
 }
 
+// followRemote is watchd follow --url: the run as watchd serve streams it.
+func followRemote(c *common, raw, tokFile string, cfg watchd.RemoteConfig) error {
+	r, err := watchd.ParseRemote(raw)
+	if err != nil {
+		return cli.Usagef("follow: --url: %v", err)
+	}
+	if r.Token != "" {
+		// A command line is every local user's to read (ps).
+		return cli.Usagef("follow: --url carries a token, which any local user can read in ps: give it with --token-file F or $WATCHD_TOKEN")
+	}
+	if r.Socket == "" {
+		if r.Token, err = remoteToken(c, tokFile); err != nil {
+			return err
+		}
+	} else if tokFile != "" {
+		return cli.Usagef("follow: a unix socket needs no token (--token-file)")
+	}
+	cfg.Remote = r
+	sig := cli.CatchSignals()
+	defer sig.Stop()
+	end, err := watchd.FollowRemote(sig.Context(), cfg)
+	switch {
+	case errors.Is(err, watchd.ErrTimeout):
+		return cli.Exit(cli.ExitTimeout)
+	case err != nil && sig.First() != nil:
+		return cli.Exit(sig.ExitCode())
+	case errors.Is(err, watchd.ErrRefused):
+		return cli.Usagef("follow: chat %s: %v", cfg.Chat, err)
+	case err != nil:
+		return fmt.Errorf("follow: chat %s: %w", cfg.Chat, err)
+	case end.State == spool.Done:
+		return nil
+	}
+	return cli.Exit(cli.ExitFail)
+}
+
+// remoteToken finds the token for an http --url: --token-file, else
+// $WATCHD_TOKEN, else the spool's watchd/token if this user may read it;
+// "" if none (watchd serve then says what it needs).
+func remoteToken(c *common, tokFile string) (string, error) {
+	if tokFile != "" {
+		f, err := os.OpenFile(tokFile, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			return "", cli.Usagef("follow: --token-file: %v", err)
+		}
+		defer f.Close()
+		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+			return "", cli.Usagef("follow: --token-file %s: not a plain file", tokFile)
+		}
+		b, _ := io.ReadAll(io.LimitReader(f, spool.MaxTokenFile))
+		tok := strings.TrimSpace(string(b))
+		if err := spool.CheckToken(tok); err != nil {
+			return "", cli.Usagef("follow: --token-file %s: %v", tokFile, err)
+		}
+		return tok, nil
+	}
+	if tok := strings.TrimSpace(os.Getenv("WATCHD_TOKEN")); tok != "" {
+		if err := spool.CheckToken(tok); err != nil {
+			return "", cli.Usagef("follow: $WATCHD_TOKEN: %v", err)
+		}
+		return tok, nil
+	}
+	s, err := spool.Open(spool.ResolveDir(c.spoolDir, os.Getenv, os.Getuid()))
+	if err != nil {
+		return "", nil
+	}
+	defer s.Close()
+	tok, _, err := s.ReadServeToken()
+	if err != nil {
+		return "", nil
+	}
+	return tok, nil
+}
+
 func serve(args []string, stdout, stderr io.Writer) error {
 	// Signals are caught from the very start, well before READY=1: a stop
 	// that comes during start-up must find the handler (and is acted on
@@ -204,14 +293,6 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		return cli.Failf(cli.ExitFail, "serve: %v", err)
 	}
 	defer hub.Close()
-	ln, err := net.Listen("tcp", f.listen)
-	if err != nil {
-		return cli.Failf(cli.ExitFail, "serve: %v (is another watchd running? pick another --listen)", err)
-	}
-	addr := ln.Addr().(*net.TCPAddr)
-	if !addr.IP.IsLoopback() {
-		log.WithField("addr", addr.String()).Warn("listening beyond loopback: the documents hold what people asked and answered")
-	}
 
 	base, stopStreams := context.WithCancel(context.Background())
 	defer stopStreams()
@@ -219,25 +300,95 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	svc := ops.NewService(name, true, log)
 	metrics := ops.NewWatchdMetrics(svc.Registry)
 	srv := watchd.NewServer(watchd.ServerConfig{Spool: s, Hub: hub, Log: log, MaxSubscribers: f.maxSubs, WriteWait: f.wait, Metrics: metrics})
-	hs := srv.HTTPServer(f.listen, base)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Instrument("metrics", ops.MetricsHandler(svc.Registry)))
 	mux.Handle("/", srv)
 	// Only loopback names, IP addresses and the names of --allow-host:
 	// a page elsewhere cannot read the chats by DNS rebinding.
-	hs.Handler = watchd.GuardHost(mux, strings.Split(f.allowHost, ","))
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	guarded := watchd.GuardHost(mux, strings.Split(f.allowHost, ","))
+
+	var servers []*http.Server
+	errc := make(chan error, 2)
+	start := func(ln net.Listener, h http.Handler) {
+		hs := srv.HTTPServer("", base)
+		hs.Handler = h
+		servers = append(servers, hs)
+		go func() { errc <- hs.Serve(ln) }()
+	}
+	fields := map[string]any{"spool": s.Dir, "watch": "inotify"}
+	if f.poll > 0 {
+		fields["watch"] = "poll " + f.poll.String()
+	}
+
+	// The unix socket: who may connect is who may read the spool.
+	if f.socket != "none" {
+		ln, err := listenSocket(s, f.socket)
+		switch {
+		case err != nil && (f.socket != "" || f.listen == "none" || errors.Is(err, watchd.ErrSocketInUse)):
+			return cli.Failf(cli.ExitFail, "serve: %v", err)
+		case err != nil:
+			// The default socket, on a filesystem that has none (sshfs):
+			// TCP still serves.
+			log.WithError(err).Warn("no unix socket (--socket none to say so; another path with --socket PATH)")
+		default:
+			defer ln.Close()
+			start(ln, guarded)
+			fields["socket"] = ln.Path
+		}
+	}
+
+	// TCP: the token, unless --no-token on loopback.
+	var tcpAddr, pageURL string
+	if f.listen != "none" {
+		var tok string
+		if !f.noToken {
+			if tok, _, err = s.ServeToken(os.Geteuid()); err != nil {
+				return cli.Failf(cli.ExitFail, "serve: %v", err)
+			}
+		}
+		ln, err := net.Listen("tcp", f.listen)
+		if err != nil {
+			return cli.Failf(cli.ExitFail, "serve: %v (is another watchd running? pick another --listen)", err)
+		}
+		addr := ln.Addr().(*net.TCPAddr)
+		if f.noToken && !addr.IP.IsLoopback() {
+			ln.Close()
+			return cli.Usagef("serve: --no-token serves loopback only; %s is not (a token is needed beyond it)", addr)
+		}
+		if !addr.IP.IsLoopback() {
+			log.WithField("addr", addr.String()).Warn("listening beyond loopback: the documents hold what people asked and answered; the token guards them, but travels in clear over HTTP")
+		}
+		h := guarded
+		pageURL = "http://" + addr.String() + "/"
+		if tok != "" {
+			h = watchd.GuardHost((&watchd.Auth{Token: tok}).Handler(mux), strings.Split(f.allowHost, ","))
+			pageURL += "?token=" + tok
+			fields["token"] = s.Path(spool.ServeToken)
+		} else {
+			log.WithField("addr", addr.String()).Warn("--no-token: every local user may read every chat over TCP")
+		}
+		start(ln, h)
+		tcpAddr = addr.String()
+		fields["addr"] = tcpAddr
+	}
+	if len(servers) == 0 {
+		return cli.Usagef("serve: nothing to listen on (--listen none and --socket none)")
+	}
 	if f.addrFile != "" {
-		if err := writeAddr(f.addrFile, addr.String()); err != nil {
+		a := tcpAddr
+		if a == "" {
+			a = "unix:" + fields["socket"].(string)
+		}
+		if err := writeAddr(f.addrFile, a); err != nil {
 			return cli.Failf(cli.ExitFail, "serve: --addr-file: %v", err)
 		}
 	}
-	mode := "inotify"
-	if f.poll > 0 {
-		mode = "poll " + f.poll.String()
+	log.WithFields(fields).Info("listening")
+	if pageURL != "" {
+		// Once, as Jupyter does: the page's address, with the token that
+		// opens it. stdout, not the log (the unit sends stdout nowhere).
+		fmt.Fprintf(stdout, "watchd serve: the live page is at %s\n", pageURL)
 	}
-	log.WithFields(map[string]any{"addr": addr.String(), "spool": s.Dir, "watch": mode}).Info("listening")
 	// Ready once the address is known and written: a unit ordered after
 	// this one may connect at once.
 	sig.OnSignal(func(os.Signal) { svc.Stopping() }, nil)
@@ -255,33 +406,67 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	stopStreams()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := hs.Shutdown(ctx); err != nil {
-		log.WithError(err).Warn("shutdown")
+	for _, hs := range servers {
+		if err := hs.Shutdown(ctx); err != nil {
+			log.WithError(err).Warn("shutdown")
+		}
 	}
 	log.Info("stopped")
 	return nil
 }
 
+// listenSocket binds the unix socket: path, or the spool's watchd/serve.sock
+// if path is empty; its mode and group are the spool's (spool.ServeAccess).
+func listenSocket(s *spool.Spool, path string) (*watchd.UnixListener, error) {
+	if path == "" {
+		dir, a, err := s.OpenServeDir()
+		if err != nil {
+			return nil, err
+		}
+		ln, err := watchd.ListenUnix(dir, filepath.Base(spool.ServeSocket), s.Path(spool.ServeSocket), a.SocketMode(), a.Gid)
+		if err != nil {
+			dir.Close()
+		}
+		return ln, err
+	}
+	a, err := s.ServeAccess()
+	if err != nil {
+		return nil, err
+	}
+	dir, name, err := watchd.OpenSocketDir(path)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := watchd.ListenUnix(dir, name, path, a.SocketMode(), a.Gid)
+	if err != nil {
+		dir.Close()
+	}
+	return ln, err
+}
+
 // serveFlags are watchd serve's command line.
 type serveFlags struct {
 	common
-	listen, addrFile, allowHost string
-	maxSubs                     int
-	rescan, wait                time.Duration
+	listen, socket, addrFile, allowHost string
+	noToken                             bool
+	maxSubs                             int
+	rescan, wait                        time.Duration
 }
 
 func parseServe(args []string, stdout io.Writer) (serveFlags, error) {
 	var f serveFlags
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	f.register(fs, "info")
-	fs.StringVar(&f.listen, "listen", watchd.DefaultListen, "listen on `ADDR` (port 0: any free port)")
-	fs.StringVar(&f.addrFile, "addr-file", "", "write the address listened on to `FILE` once listening (for scripts that use port 0)")
+	fs.StringVar(&f.listen, "listen", watchd.DefaultListen, "listen on TCP `ADDR` (port 0: any free port; none: no TCP), asking for the token")
+	fs.StringVar(&f.socket, "socket", "", "listen on the unix socket `PATH` (default the spool's watchd/serve.sock; none: no socket)")
+	fs.BoolVar(&f.noToken, "no-token", false, "serve TCP on loopback without a token: every local user may then read every chat")
+	fs.StringVar(&f.addrFile, "addr-file", "", "write the TCP address listened on (unix:PATH without TCP) to `FILE` once listening (for scripts that use port 0)")
 	fs.StringVar(&f.allowHost, "allow-host", "", "also answer requests for these host `NAMES` (comma-separated; a reverse proxy's name; * for any). Loopback names and IP addresses are always answered")
 	fs.IntVar(&f.maxSubs, "max-subscribers", 4096, "refuse event streams beyond `N` with 503")
 	cli.DurationVar(fs, &f.rescan, "rescan", 5*time.Second, "inotify mode's safety-net re-read of followed chats every `D`")
 	cli.DurationVar(fs, &f.wait, "write-wait", watchd.WriteWait, "drop an event stream whose client has not taken a write for `D`")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: watchd serve [--listen ADDR] [--poll D] [--spool DIR]")
+		fmt.Fprintln(fs.Output(), "usage: watchd serve [--listen ADDR] [--socket PATH] [--no-token] [--poll D] [--spool DIR]")
 		fs.PrintDefaults()
 	}
 	if err := parse(fs, &f.common, args, stdout); err != nil {
@@ -292,6 +477,15 @@ func parseServe(args []string, stdout io.Writer) (serveFlags, error) {
 	}
 	if f.wait <= 0 {
 		return f, cli.Usagef("serve: --write-wait must be positive")
+	}
+	if f.listen == "" {
+		f.listen = "none"
+	}
+	if f.socket != "" && f.socket != "none" && !filepath.IsAbs(f.socket) {
+		return f, cli.Usagef("serve: --socket %s: want an absolute path (or none)", f.socket)
+	}
+	if f.noToken && f.listen == "none" {
+		return f, cli.Usagef("serve: --no-token is about TCP, and --listen is none")
 	}
 	return f, nil
 }

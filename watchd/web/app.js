@@ -3,7 +3,10 @@
 // GET chats (read again every few seconds); the runs still going are
 // followed live with an EventSource on chats/C/events?job=J, which replays
 // the run's recent lines and then sends each new one. Nothing here writes:
-// answering is `spool answer`, on the host. Text is only ever set with
+// answering is `spool answer`, on the host. Over TCP, watchd asks for its
+// token: the page was opened from the address watchd serve printed, which
+// left an HttpOnly cookie that every request here carries by itself (the
+// page never sees the token). Text is only ever set with
 // textContent, never parsed as HTML: statuses are whatever a job printed.
 "use strict";
 
@@ -25,10 +28,17 @@ function el(tag, cls, text) {
   return e;
 }
 
-function setConn(up) {
+// setConn says how the page reaches watchd: "up", "down" (unreachable),
+// or "auth" (watchd asks for its token: the page was opened without the
+// address watchd serve printed, or the token was rotated since).
+function setConn(state) {
   const c = document.getElementById("conn");
-  c.dataset.conn = up ? "up" : "down";
-  c.textContent = up ? "connected" : "watchd unreachable, retrying…";
+  c.dataset.conn = state;
+  c.textContent = {
+    up: "connected",
+    down: "watchd unreachable, retrying…",
+    auth: "not signed in: open the address watchd serve printed (…/?token=…), or ask for the new one if the token was rotated",
+  }[state];
 }
 
 // stamp returns a document's time as seconds since the epoch, or 0 for
@@ -41,6 +51,26 @@ function stamp(x) {
 
 function text(x) {
   return typeof x === "string" ? x : "";
+}
+
+// The spool's id rule: a chat's, a job's and a question's id.
+const ID_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+
+// shq quotes a word for a POSIX shell, so that a command line shown to a
+// person does what it says when pasted, whatever the word holds: as it is
+// when no shell reads any of its characters specially, else in single
+// quotes. The ids are checked by watchd already; this is the second lock.
+function shq(s) {
+  s = String(s);
+  return /^[A-Za-z0-9._\/:=@%+,-]+$/.test(s) ? s : "'" + s.replace(/'/g, "'\\''") + "'";
+}
+
+// answerLine is the command that answers q, for a person to paste: the
+// question named only when its id is an id.
+function answerLine(chat, q) {
+  let line = "spool answer --chat " + shq(chat);
+  if (q && typeof q.id === "string" && ID_RE.test(q.id)) line += " --question " + shq(q.id);
+  return line + " TEXT";
 }
 
 function ago(updated) {
@@ -98,7 +128,7 @@ function setQuestion(r, q) {
   if (q.options && q.options.length) {
     r.questionEl.append(el("span", "options", " [" + q.options.join(" / ") + "]"));
   }
-  r.questionEl.append(el("code", "how", "spool answer --chat " + r.chat + " --question " + q.id + " TEXT"));
+  r.questionEl.append(el("code", "how", answerLine(r.chat, q)));
 }
 
 function addLine(r, kind, text) {
@@ -214,11 +244,15 @@ async function refresh() {
   let list;
   try {
     const resp = await fetch("chats", { cache: "no-store" });
+    if (resp.status === 401) {
+      setConn("auth");
+      return;
+    }
     if (!resp.ok) throw new Error("GET chats: " + resp.status);
     list = await resp.json();
-    setConn(true);
+    setConn("up");
   } catch (e) {
-    setConn(false);
+    setConn("down");
     return;
   }
   if (!Array.isArray(list)) list = [];
