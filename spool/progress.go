@@ -86,7 +86,7 @@ func (s *Spool) WriteProgress(p *Progress) error {
 	if err := CheckChatID(p.Chat); err != nil {
 		return err
 	}
-	p.Updated = Round2(Now())
+	p.Updated = Round2(Stamp(s.Now()))
 	if p.Events == nil {
 		p.Events = []Event{}
 	}

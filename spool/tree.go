@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/google/renameio/v2"
 )
@@ -71,6 +72,9 @@ type Spool struct {
 	// owners are the uids whose specs and markers are trusted (TrustOwners);
 	// empty: any.
 	owners []uint32
+
+	// clockOffset moves the times this Spool writes (SetClockOffset).
+	clockOffset time.Duration
 }
 
 // Open opens an existing spool without creating anything: the commands that
