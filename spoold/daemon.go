@@ -26,6 +26,11 @@ type Daemon struct {
 	// seen so (chatElsewhere).
 	pmu     sync.Mutex
 	pending map[string][2]time.Time
+	// sightings: what this daemon last saw of each lease it judges, and
+	// since when (liveness.go).
+	smu       sync.Mutex
+	sightings map[string]*sighting
+	swept     time.Time
 
 	cfg  Config
 	s    *spool.Spool
@@ -68,7 +73,7 @@ func New(cfg Config) (*Daemon, error) {
 		return nil, fmt.Errorf("spoold: spool %s: %w", cfg.Spool.Dir, err)
 	}
 	d := &Daemon{
-		cfg: cfg, s: cfg.Spool, log: cfg.Log, q: newQueue(), root: root,
+		cfg: cfg, s: cfg.Spool, log: cfg.Log, root: root,
 		boot: spool.BootID(), pid: os.Getpid(),
 		runs: make(map[string]*run), chats: make(map[string]*run),
 		running: make(map[string]struct{}), recovering: make(map[string]struct{}),
@@ -76,8 +81,14 @@ func New(cfg Config) (*Daemon, error) {
 		interrupt:  make(chan struct{}), hard: make(chan struct{}),
 	}
 	d.pst, _ = spool.ProcessStart(d.pid)
+	d.q = newQueue(d.now)
 	return d, nil
 }
+
+// now is this daemon's clock, the one it compares the tree's times with
+// (markers' not-before times) and writes them by: the host's, moved by
+// the test-only ClockOffset.
+func (d *Daemon) now() time.Time { return time.Now().Add(d.cfg.ClockOffset) }
 
 // StopNow is the second signal: running jobs are ended at once (SIGKILL to
 // their groups) and put back in the queue, without waiting for the grace.
@@ -173,10 +184,13 @@ func (d *Daemon) work(ctx context.Context) {
 	}
 }
 
-// ticks drives what no event reports: recovery every lease, the safety
-// rescan (or, in poll mode, the poll itself).
+// ticks drives what no event reports: recovery every half lease (a
+// heartbeat is dead once seen still for a lease: looked at every half
+// lease, a dead worker's job is taken over between one and two leases
+// after its last heartbeat), the safety rescan (or, in poll mode, the poll
+// itself).
 func (d *Daemon) ticks(ctx context.Context) {
-	rec := time.NewTicker(d.cfg.Lease)
+	rec := time.NewTicker(d.cfg.Lease / 2)
 	defer rec.Stop()
 	every := d.cfg.Rescan
 	if d.cfg.Poll > 0 {
