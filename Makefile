@@ -34,14 +34,17 @@ test: fmt-check vet build
 	$(GO) test -race -timeout 14m ./...
 	$(MAKE) python-test
 	$(MAKE) fuzz-short
+	$(MAKE) deb-test
 
 # What some tests need beyond Go and Python, from Debian's packages, as
 # root (CI runs it); elsewhere it says what is missing, and those tests
 # skip: chromium (the live page's browser test), python3-pydantic (the Open
 # WebUI tools), logrotate (dist/logrotate), openssh-server and sshfs (many
-# hosts over sshfs from a loopback sshd); and the engines of the many-hosts
-# proof (scripts/engines/: GlusterFS, CephFS, iptables for the faults,
-# libfaketime for a host's clock), without their recommends.
+# hosts over sshfs from a loopback sshd), lintian (the package),
+# debootstrap and systemd-container (the units under systemd, TestSystemd);
+# and the engines of the many-hosts proof (scripts/engines/: GlusterFS,
+# CephFS, iptables for the faults, libfaketime for a host's clock), without
+# their recommends.
 test-deps:
 	@missing=; \
 	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
@@ -49,6 +52,9 @@ test-deps:
 	command -v logrotate >/dev/null || [ -x /usr/sbin/logrotate ] || missing="$$missing logrotate"; \
 	[ -x /usr/sbin/sshd ] || missing="$$missing openssh-server"; \
 	command -v sshfs >/dev/null || missing="$$missing sshfs"; \
+	command -v lintian >/dev/null || missing="$$missing lintian"; \
+	command -v debootstrap >/dev/null || [ -x /usr/sbin/debootstrap ] || missing="$$missing debootstrap"; \
+	command -v systemd-nspawn >/dev/null || missing="$$missing systemd-container"; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		echo "test-deps: installing$$missing"; \
@@ -126,4 +132,48 @@ install: build
 	install -m 0644 clients/openwebui/vm_agent.py clients/openwebui/vm_agent_progress.py $(DESTDIR)$(PREFIX)/share/vmspool/openwebui/
 
 clean:
-	rm -rf bin var
+	rm -rf bin var build
+
+# The Debian package, build/vmspool_<version>_<arch>.deb (README, "Install";
+# packaging/): what make install stages with PREFIX=/usr, the man pages
+# written from the staged commands' own -h, packed by goreleaser's nfpm.
+# The packager is a module of its own (packaging/go.mod), so that nfpm's
+# dependencies stay out of the binaries'. The version comes from git
+# describe (packaging/version.sh). The binaries are linked again for it
+# without their symbol table and DWARF (-s -w), as Debian ships them:
+# panics still print their stacks.
+.PHONY: deb deb-lint deb-install-test deb-test
+DEB_VERSION ?= $(shell ./packaging/version.sh)
+DEB_ARCH    ?= $(shell $(GO) env GOARCH)
+# "Name <address>" of the package's Maintainer; empty: HEAD's git author.
+DEB_MAINTAINER ?=
+DEB_STAGE    = build/deb/root
+deb:
+	rm -rf $(DEB_STAGE) build/vmspool_*.deb
+	$(MAKE) install PREFIX=/usr SYSCONFDIR=/etc DESTDIR=$(CURDIR)/$(DEB_STAGE)
+	$(GOBUILD) -ldflags='-s -w' -o $(DEB_STAGE)/usr/bin/ $(addprefix ./cmd/,$(BINS))
+	cd packaging && CGO_ENABLED=0 $(GO) build -trimpath -o ../build/vmspool-pkg .
+	build/vmspool-pkg deb --version '$(DEB_VERSION)' --arch '$(DEB_ARCH)' --stage $(DEB_STAGE) --out build \
+		--maintainer '$(DEB_MAINTAINER)'
+
+# lintian on the package: no error (warnings are shown). Skips, saying so,
+# where lintian is not installed (make test-deps installs it).
+deb-lint: deb
+	@if command -v lintian >/dev/null; then \
+		lintian --fail-on error --display-level '>=warning' build/vmspool_*.deb; \
+	else echo "deb-lint: skipped: no lintian (apt-get install lintian; make test-deps does)"; fi
+
+# The package installed, used, upgraded, removed and purged on this
+# machine (packaging/install-test.sh): root only, and it installs here,
+# so CI runs it (.ci/run) and make test does not.
+deb-install-test: deb
+	packaging/install-test.sh build/vmspool_*.deb
+
+# The package's checks that run anywhere, as part of make test: the build,
+# lintian, the packager's own tests, and (as root, with systemd-nspawn)
+# TestSystemd, the units under a systemd booted in a container of this
+# machine's Debian, whose root file system debootstrap makes once into
+# ~/.cache/vmspool (packaging/container_test.go).
+deb-test: deb-lint
+	cd packaging && $(GO) vet ./... && \
+		VMSPOOL_DEB="$$(ls $(CURDIR)/build/vmspool_*.deb)" $(GO) test -v -count=1 -timeout 15m ./...
