@@ -58,6 +58,8 @@ type Daemon struct {
 
 	devNull devNull // every job's stdin (run.go)
 
+	rootSeen sighting // the root's stamp at the last polls (poll)
+
 	floorMu  sync.Mutex
 	floorAt  time.Time // when the free space was last checked (limits.go)
 	floorErr error     // non-nil while below the floor
@@ -210,7 +212,11 @@ func (d *Daemon) ticks(ctx context.Context) {
 		case <-rec.C:
 			d.recoverAll()
 		case <-scan.C:
-			d.rescan()
+			if d.w == nil {
+				d.poll()
+			} else {
+				d.rescan()
+			}
 		case <-parked.C:
 			if d.q.parkedChats() > 0 {
 				d.q.retryAll()
@@ -341,15 +347,44 @@ func (d *Daemon) quarantine(name, why string) {
 	e.WithField("to", spool.CorruptDir+"/"+dst).Warn("moved aside")
 }
 
+// rootSettle is how long after the root's stamp last changed a poll still
+// reads the root whole: two changes within the filesystem's time
+// granularity (a second over sftp) may leave one stamp.
+const rootSettle = 2 * time.Second
+
+// poll is poll mode's look at the tree. The root is read whole only while
+// it may have changed: its stamp (spool.RootStamp: mtime, ctime) moved
+// since the last poll, or moved less than rootSettle ago, as this daemon
+// watched it. Every change a poll must see (a marker queued or queued
+// again, a cancel, a lease taken or given up, a result) adds, removes or
+// renames a name in the root; so an idle spool costs a poll one stat of
+// the root, however many ended jobs it keeps until gc, where it cost a
+// listing of every name they have. The runs are woken, and the chats that
+// jobs wait for tried, either way.
+func (d *Daemon) poll() {
+	st, err := d.s.RootStamp()
+	now := time.Now()
+	if err == nil && st == d.rootSeen.stamp && now.Sub(d.rootSeen.since) >= rootSettle {
+		d.wakeAll()
+		return
+	}
+	if err != nil || st != d.rootSeen.stamp {
+		d.rootSeen = sighting{stamp: st, since: now}
+	}
+	if !d.rescan() {
+		d.rootSeen = sighting{} // read it again at the next poll
+	}
+}
+
 // rescan reads the root's names once: at start, after an overflow, as the
 // safety net, and as the poll. It adds the markers not known yet, keeps the
 // set of leases current, hands cancel requests on, and retries every chat
-// that jobs wait for.
-func (d *Daemon) rescan() {
+// that jobs wait for. It reports whether the root could be read.
+func (d *Daemon) rescan() bool {
 	jobs, _, err := d.s.Scan()
 	if err != nil {
 		d.log.WithError(err).WithField("worker", d.cfg.Worker).Error("scanning the spool")
-		return
+		return false
 	}
 	const final = spool.HasDone | spool.HasFailed | spool.HasCancelled
 	running := make(map[string]struct{})
@@ -375,13 +410,22 @@ func (d *Daemon) rescan() {
 	for job := range running {
 		d.running[job] = struct{}{}
 	}
-	var mine []*run
-	for _, r := range d.runs {
-		mine = append(mine, r)
-	}
 	d.mu.Unlock()
+	d.wakeAll()
+	return true
+}
+
+// wakeAll, in poll mode, wakes every run (nothing else tells them of their
+// events and answers), and in either mode tries again every chat that
+// jobs wait for.
+func (d *Daemon) wakeAll() {
 	if d.w == nil {
-		// Poll mode: nothing else tells the runs about their events.
+		d.mu.Lock()
+		var mine []*run
+		for _, r := range d.runs {
+			mine = append(mine, r)
+		}
+		d.mu.Unlock()
 		for _, r := range mine {
 			poke(r.wake)
 			poke(r.answerWake)
