@@ -93,11 +93,16 @@ func mhBenchThroughput(b *testing.B, c *mhCluster, hosts, n int) float64 {
 	for i := 0; i < n; i++ {
 		fmt.Fprintf(&lines, `{"chat":"c%02d","argv":["true"]}`+"\n", i%64)
 	}
-	cmd := command(raceEnv(), "spool", "--spool", stage, "submit", "--batch")
-	cmd.Stdin = strings.NewReader(lines.String())
+	batch := filepath.Join(c.dir, run+".jsonl")
+	if err := os.WriteFile(batch, []byte(lines.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	cmd := command(raceEnv(), "spool", "--spool", stage, "submit", "--batch", batch)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		b.Fatalf("spool submit --batch: %v", err)
+		b.Fatalf("spool submit --batch: %v: %s", err, stderr.String())
 	}
 	ids := strings.Fields(string(out))
 	if len(ids) != n {

@@ -50,6 +50,8 @@ type mhCluster struct {
 	export string // the file server's side of the volume (the admin mount)
 	spool  string // export/spool
 	runs   string // the jobs' record, on the local disk outside the spool
+	// serveWithin is how long a spoold may take to serve (90 s unset).
+	serveWithin time.Duration
 }
 
 // mhRecommended are the sshfs options docs/operations.md recommends: no
@@ -185,7 +187,11 @@ func (c *mhCluster) spooldHost(name, slot string, env []string, args ...string) 
 	h := c.host(name, slot, env, append([]string{"sh", "-c", `exec spoold --spool "$SPOOL" --host "$VMSP_HOSTNAME" "$@"`, "spoold"}, args...)...)
 	// CephFS holds what a crashed or cut-off client had for its session's
 	// timeout (30 s at the least): a start may wait that long.
-	eventually(c.t, 90*time.Second, 20*time.Millisecond, "spoold on "+name+" to serve", func() bool {
+	within := c.serveWithin
+	if within == 0 {
+		within = 90 * time.Second
+	}
+	eventually(c.t, within, 20*time.Millisecond, "spoold on "+name+" to serve", func() bool {
 		return strings.Contains(h.p.logText(), `"serving"`) || !h.p.alive()
 	})
 	if !h.p.alive() {

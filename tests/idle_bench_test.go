@@ -1,0 +1,124 @@
+package tests
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vmspool/vmspool/spool"
+)
+
+// BenchmarkIdlePoll is an idle `spoold --poll 1s` on GlusterFS over a spool
+// that keeps many ended jobs until gc (IDLEPOLL_JOBS, 1,000,000 by default:
+// 2,000,000 names, a spec and a result each). It reports the CPU spoold
+// uses idle (of one core, over 30 s, and its host's GlusterFS client's
+// beside it), the time of spoold's first listing of the root at its start
+// (what every poll cost before a poll looked at the root's stamp first),
+// and submit-to-start of new jobs, which must stay within two polls.
+//
+// The ended jobs are written into the brick directly, not through a
+// mount: two million creates over FUSE take the better part of an hour.
+// GlusterFS lists them through its mounts as its own (it gives a file
+// made on the brick an identity at its first lookup).
+func BenchmarkIdlePoll(b *testing.B) {
+	n := 1_000_000
+	if v := os.Getenv("IDLEPOLL_JOBS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 0 {
+			b.Fatalf("IDLEPOLL_JOBS=%q: want a number of jobs", v)
+		}
+	}
+	c := mhStart(b, "gluster")
+	brick := filepath.Join(c.export, "..", "..", "brick", "spool", "spool")
+	if _, err := os.Stat(brick); err != nil {
+		b.Skipf("skipped: the brick is not where scripts/engines/gluster.sh puts it: %v", err)
+	}
+	began := time.Now()
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("01IDLE%020d", i)
+		if err := os.WriteFile(filepath.Join(brick, id+spool.ExtSpec), []byte(`{"chat":"old","argv":["true"]}`+"\n"), 0o640); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(brick, id+spool.ExtDone), []byte(`{"job":"`+id+`","chat":"old","state":"done","exit":0}`+"\n"), 0o640); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Logf("%d ended jobs written into the brick in %v", n, time.Since(began).Round(time.Second))
+	const poll = time.Second
+	c.serveWithin = 30 * time.Minute // its first listing reads every name
+	began = time.Now()
+	h := c.spooldHost("idle", "h1", nil, "--poll", poll.String(), "--metrics-file", "off")
+	defer h.stop()
+	b.Logf("spoold serving after %v (its first listing of the root)", time.Since(began).Round(100*time.Millisecond))
+	b.ReportMetric(time.Since(began).Seconds(), "start_s")
+	spooldPID, clientPID := 0, 0
+	for pid, cmd := range h.procs() {
+		switch {
+		case strings.HasPrefix(cmd, "spoold "):
+			spooldPID = pid
+		case strings.HasPrefix(cmd, "glusterfs "):
+			clientPID = pid
+		}
+	}
+	if spooldPID == 0 {
+		b.Fatal("no spoold on the host")
+	}
+	time.Sleep(3 * poll) // past the settle time of the start's own writes
+	const window = 30 * time.Second
+	s0, c0, t0 := cpuTicks(spooldPID), cpuTicks(clientPID), time.Now()
+	time.Sleep(window) // the idle time measured
+	s1, c1, el := cpuTicks(spooldPID), cpuTicks(clientPID), time.Since(t0).Seconds()
+	spooldCPU := 100 * float64(s1-s0) / 100 / el // clock ticks of 10 ms
+	clientCPU := 100 * float64(c1-c0) / 100 / el
+	b.ReportMetric(spooldCPU, "idle_cpu_%")
+	b.ReportMetric(clientCPU, "client_cpu_%")
+	var waits []float64
+	for i := 0; i < 5; i++ {
+		time.Sleep(3 * poll) // idle again: the root settled
+		at := time.Now()
+		job := c.serverSubmit("new", mhJobArgv("new", 0, "")...)
+		var started time.Time
+		eventually(b, 60*time.Second, 10*time.Millisecond, "the new job to start", func() bool {
+			for _, r := range mhReadRuns(b, c.runs)[job] {
+				started = r.first
+				return true
+			}
+			return false
+		})
+		waits = append(waits, started.Sub(at).Seconds()*1000)
+	}
+	slices.Sort(waits)
+	b.ReportMetric(waits[len(waits)/2], "start_p50_ms")
+	b.ReportMetric(waits[len(waits)-1], "start_max_ms")
+	b.ReportMetric(0, "ns/op")
+	b.Logf("idle over %d ended jobs: spoold %.2f%% of a core, its GlusterFS client %.2f%%; a new job started after %.0f to %.0f ms (--poll %v)",
+		n, spooldCPU, clientCPU, waits[0], waits[len(waits)-1], poll)
+	if waits[len(waits)-1] > float64(2*poll/time.Millisecond) {
+		b.Errorf("a new job waited %.0f ms; want within two polls (%v)", waits[len(waits)-1], 2*poll)
+	}
+}
+
+// cpuTicks is the user and system time of pid, in clock ticks (0 for no
+// pid).
+func cpuTicks(pid int) int64 {
+	if pid == 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	k, _ := strconv.ParseInt(f[12], 10, 64)
+	return u + k
+}
