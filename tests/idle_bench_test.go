@@ -3,6 +3,7 @@ package tests
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -33,6 +34,7 @@ func BenchmarkIdlePoll(b *testing.B) {
 			b.Fatalf("IDLEPOLL_JOBS=%q: want a number of jobs", v)
 		}
 	}
+	idleBrickFS(b, n)
 	c := mhStart(b, "gluster")
 	brick := filepath.Join(c.export, "..", "..", "brick", "spool", "spool")
 	if _, err := os.Stat(brick); err != nil {
@@ -40,15 +42,25 @@ func BenchmarkIdlePoll(b *testing.B) {
 	}
 	began := time.Now()
 	for i := 0; i < n; i++ {
+		// Empty: a poll reads names, never contents.
 		id := fmt.Sprintf("01IDLE%020d", i)
-		if err := os.WriteFile(filepath.Join(brick, id+spool.ExtSpec), []byte(`{"chat":"old","argv":["true"]}`+"\n"), 0o640); err != nil {
-			b.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(brick, id+spool.ExtDone), []byte(`{"job":"`+id+`","chat":"old","state":"done","exit":0}`+"\n"), 0o640); err != nil {
-			b.Fatal(err)
+		for _, ext := range []string{spool.ExtSpec, spool.ExtDone} {
+			f, err := os.OpenFile(filepath.Join(brick, id+ext), os.O_CREATE|os.O_WRONLY, 0o640)
+			if err != nil {
+				b.Fatal(err)
+			}
+			f.Close()
 		}
 	}
 	b.Logf("%d ended jobs written into the brick in %v", n, time.Since(began).Round(time.Second))
+	for _, i := range []int{0, n / 2, n - 1} {
+		if n == 0 {
+			break
+		}
+		if _, err := os.Stat(filepath.Join(c.spool, fmt.Sprintf("01IDLE%020d", i)+spool.ExtDone)); err != nil {
+			b.Fatalf("a job written into the brick is not seen through the mount: %v", err)
+		}
+	}
 	const poll = time.Second
 	c.serveWithin = 30 * time.Minute // its first listing reads every name
 	began = time.Now()
@@ -121,4 +133,43 @@ func cpuTicks(pid int) int64 {
 	u, _ := strconv.ParseInt(f[11], 10, 64)
 	k, _ := strconv.ParseInt(f[12], 10, 64)
 	return u + k
+}
+
+// idleBrickFS gives the engine's state (its brick) a filesystem of its own
+// with inodes for n jobs, so that millions of files do not take the
+// machine's inodes: an ext4 image, sparse, mounted on a loop device, where
+// scripts/engines/gluster.sh then keeps its state (VMSP_BASE).
+func idleBrickFS(b *testing.B, n int) {
+	if os.Geteuid() != 0 {
+		b.Skip("skipped: needs root")
+	}
+	for _, p := range []string{"mkfs.ext4", "mount"} {
+		if _, err := exec.LookPath(p); err != nil {
+			b.Skipf("skipped: no %s: %v", p, err)
+		}
+	}
+	dir := b.TempDir()
+	img, mnt := filepath.Join(dir, "brick.img"), filepath.Join(dir, "fs")
+	os.MkdirAll(mnt, 0o755)
+	inodes := 2*n + 200_000
+	size := int64(inodes)*300 + 1<<30 // the inode tables, directories, slack
+	if out, err := exec.Command("truncate", "-s", strconv.FormatInt(size, 10), img).CombinedOutput(); err != nil {
+		b.Fatalf("truncate: %v: %s", err, out)
+	}
+	if out, err := exec.Command("mkfs.ext4", "-q", "-F", "-N", strconv.Itoa(inodes), "-E", "lazy_itable_init=1,lazy_journal_init=1", img).CombinedOutput(); err != nil {
+		b.Fatalf("mkfs.ext4: %v: %s", err, out)
+	}
+	if out, err := exec.Command("mount", "-o", "loop", img, mnt).CombinedOutput(); err != nil {
+		b.Skipf("skipped: cannot mount a loop device: %v: %s", err, out)
+	}
+	b.Cleanup(func() { exec.Command("umount", "-l", mnt).Run() })
+	old, had := os.LookupEnv("VMSP_BASE")
+	os.Setenv("VMSP_BASE", filepath.Join(mnt, "gluster"))
+	b.Cleanup(func() {
+		if had {
+			os.Setenv("VMSP_BASE", old)
+		} else {
+			os.Unsetenv("VMSP_BASE")
+		}
+	})
 }
