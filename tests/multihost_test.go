@@ -536,6 +536,17 @@ func mhProve(t *testing.T, c *mhCluster, full bool) {
 	p.wave("a host killed", perWave, func() { p.replace("h2", "b2", 0) })
 	p.wave("a host cut off past its lease, then healed", perWave, func() { p.partition("h3") })
 	if full {
+		if c.engine == "ceph" {
+			// Past the session's timeout and autoclose: the MDS evicts and
+			// blocklists the client, whose mount is dead after the heal;
+			// the host is replaced, as an operator would remount.
+			p.wave("a host cut off past its CephFS session, evicted, replaced", perWave, func() {
+				p.partitionFor("h3", 45*time.Second)
+				p.hosts["h3"].kill()
+				p.hosts["h3"] = p.c.spooldHost("c2", "h3", nil, mhArgs...)
+				p.all = append(p.all, p.hosts["h3"])
+			})
+		}
 		p.wave("3% loss on two hosts", perWave, func() { p.loss(3, "h1", "h2") })
 		p.wave("10% loss on two hosts", perWave, func() { p.loss(10, "h1", "h2") })
 		// The hosts whose clocks are off start before their waves, and
@@ -685,26 +696,31 @@ func (p *mhProof) loss(pct int, slots ...string) {
 // its jobs within half a lease of its last heartbeat and the kill grace
 // (the heartbeat is at most a third of a lease old at the cut).
 func (p *mhProof) partition(slot string) {
+	p.partitionFor(slot, mhLease+mhLease/2+time.Second) // past the lease: the others take its jobs over
+}
+
+// partitionFor is partition with the cut lasting length.
+func (p *mhProof) partitionFor(slot string, length time.Duration) {
 	t := p.t
-	cut := p.hosts[slot]
-	p.busy(cut)
+	host := p.hosts[slot]
+	p.busy(host)
 	const fenceLine = "ended before its lease can expire"
-	fences := strings.Count(cut.spooldLog(), fenceLine)
+	fences := strings.Count(host.spooldLog(), fenceLine)
 	began := time.Now()
 	p.c.fault(slot, "partition")
 	within := mhLease/2 + mhLease/3 + time.Second
 	eventually(t, 2*within, 20*time.Millisecond, "the fence of the cut-off host", func() bool {
-		return strings.Count(cut.spooldLog(), fenceLine) > fences
+		return strings.Count(host.spooldLog(), fenceLine) > fences
 	})
 	fenced := time.Since(began)
 	if fenced > within {
-		t.Errorf("host %s cut off: its fence ended its jobs %v after the cut; want within %v", cut.name, fenced, within)
+		t.Errorf("host %s cut off: its fence ended its jobs %v after the cut; want within %v", host.name, fenced, within)
 	}
 	killed := began.Add(fenced + mhKillGrace + time.Second) // the grace, and the other jobs' fences
-	p.cuts = append(p.cuts, mhCut{host: cut.name, began: began, killed: killed})
-	time.Sleep(mhLease + mhLease/2 + time.Second) // past the lease: the others take its jobs over
+	p.cuts = append(p.cuts, mhCut{host: host.name, began: began, killed: killed})
+	time.Sleep(length - fenced) // the cut itself
 	p.c.fault(slot, "heal")
-	p.notes = append(p.notes, fmt.Sprintf("host %s cut off: its fence ended its jobs %v after the cut (lease %v)", cut.name, fenced.Round(100*time.Millisecond), mhLease))
+	p.notes = append(p.notes, fmt.Sprintf("host %s cut off for %v: its fence ended its jobs %v after the cut (lease %v)", host.name, length, fenced.Round(100*time.Millisecond), mhLease))
 }
 
 // check holds the invariants over the whole run.
