@@ -1,7 +1,10 @@
 package tests
 
 import (
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +15,7 @@ import (
 	"time"
 
 	"github.com/vmspool/vmspool/spool"
+	"golang.org/x/sys/unix"
 )
 
 // BenchmarkIdlePoll is an idle `spoold --poll 1s` on GlusterFS over a spool
@@ -23,9 +27,9 @@ import (
 // and submit-to-start of new jobs, which must stay within two polls.
 //
 // The ended jobs are written into the brick directly, not through a
-// mount: two million creates over FUSE take the better part of an hour.
-// GlusterFS lists them through its mounts as its own (it gives a file
-// made on the brick an identity at its first lookup).
+// mount (two million creates over FUSE take the better part of an hour),
+// each with the identity GlusterFS gives a file it creates (its gfid),
+// without which it would not list them.
 func BenchmarkIdlePoll(b *testing.B) {
 	n := 1_000_000
 	if v := os.Getenv("IDLEPOLL_JOBS"); v != "" {
@@ -40,19 +44,56 @@ func BenchmarkIdlePoll(b *testing.B) {
 	if _, err := os.Stat(brick); err != nil {
 		b.Skipf("skipped: the brick is not where scripts/engines/gluster.sh puts it: %v", err)
 	}
+	// GlusterFS lists only files that carry its identity, a gfid: the
+	// xattr and a hard link under the brick's .glusterfs/, as its own
+	// creates leave them.
+	gfids := filepath.Join(brick, "..", ".glusterfs")
+	made := map[string]bool{}
 	began := time.Now()
 	for i := 0; i < n; i++ {
 		// Empty: a poll reads names, never contents.
 		id := fmt.Sprintf("01IDLE%020d", i)
 		for _, ext := range []string{spool.ExtSpec, spool.ExtDone} {
-			f, err := os.OpenFile(filepath.Join(brick, id+ext), os.O_CREATE|os.O_WRONLY, 0o640)
+			path := filepath.Join(brick, id+ext)
+			f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o640)
 			if err != nil {
 				b.Fatal(err)
 			}
 			f.Close()
+			var g [16]byte
+			binary.LittleEndian.PutUint64(g[:8], rand.Uint64())
+			binary.LittleEndian.PutUint64(g[8:], rand.Uint64())
+			g[6], g[8] = g[6]&0x0f|0x40, g[8]&0x3f|0x80
+			if err := unix.Setxattr(path, "trusted.gfid", g[:], 0); err != nil {
+				b.Fatalf("setxattr %s: %v", path, err)
+			}
+			h := hex.EncodeToString(g[:])
+			uuid := h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+			dir := filepath.Join(gfids, h[:2], h[2:4])
+			if !made[dir] {
+				if err := os.MkdirAll(dir, 0o700); err != nil {
+					b.Fatal(err)
+				}
+				made[dir] = true
+			}
+			if err := os.Link(path, filepath.Join(dir, uuid)); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
 	b.Logf("%d ended jobs written into the brick in %v", n, time.Since(began).Round(time.Second))
+	// What ls sees through the file server's mount: every name.
+	began = time.Now()
+	d, err := os.Open(c.spool)
+	if err != nil {
+		b.Fatal(err)
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil || len(names) < 2*n {
+		b.Fatalf("the spool lists %d names through the mount (%v); want at least %d", len(names), err, 2*n)
+	}
+	b.Logf("the spool's root lists %d names through the mount in %v", len(names), time.Since(began).Round(100*time.Millisecond))
 	for _, i := range []int{0, n / 2, n - 1} {
 		if n == 0 {
 			break
@@ -151,7 +192,7 @@ func idleBrickFS(b *testing.B, n int) {
 	dir := b.TempDir()
 	img, mnt := filepath.Join(dir, "brick.img"), filepath.Join(dir, "fs")
 	os.MkdirAll(mnt, 0o755)
-	inodes := 2*n + 200_000
+	inodes := 2*n + 300_000           // and .glusterfs/'s 65,536 directories
 	size := int64(inodes)*300 + 1<<30 // the inode tables, directories, slack
 	if out, err := exec.Command("truncate", "-s", strconv.FormatInt(size, 10), img).CombinedOutput(); err != nil {
 		b.Fatalf("truncate: %v: %s", err, out)
