@@ -42,19 +42,9 @@ func mhBenchLatency(b *testing.B, c *mhCluster, n int) (p50, p90 float64) {
 	defer h.stop()
 	var waits []float64
 	for i := 0; i <= n; i++ {
-		time.Sleep(300 * time.Millisecond) // the host idle between jobs, as between messages
-		began := time.Now()
-		job := c.serverSubmit("lat", mhJobArgv("lat", 0, "")...)
-		var started time.Time
-		eventually(b, 60*time.Second, 5*time.Millisecond, "the job to start", func() bool {
-			for _, r := range mhReadRuns(b, c.runs)[job] {
-				started = r.first
-				return true
-			}
-			return false
-		})
-		if i > 0 { // the first warms the mount
-			waits = append(waits, float64(started.Sub(began).Microseconds())/1000)
+		time.Sleep(300 * time.Millisecond)         // the host idle between jobs, as between messages
+		if w := c.submitToStart(b, "lat"); i > 0 { // the first warms the mount
+			waits = append(waits, float64(w.Microseconds())/1000)
 		}
 	}
 	slices.Sort(waits)
