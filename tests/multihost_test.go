@@ -419,6 +419,10 @@ func TestMultiHostClaimLatency(t *testing.T) {
 		{"default", "stock", 1, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.within == 0 && os.Getenv("MULTIHOST") != "full" {
+				// Its two waits of sshfs's 20 s cache measure, not check.
+				t.Skip("sshfs's defaults are measured with MULTIHOST=full")
+			}
 			c.t = t
 			h := c.spooldHost("lat-"+tc.name, "h1", []string{"VMSP_SSHFS_OPTS=" + tc.opts}, "--poll", "200ms", "--lease", "6s", "--kill-grace", "1s", "--metrics-file", "off")
 			defer h.kill()
