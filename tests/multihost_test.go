@@ -395,7 +395,7 @@ func (c *mhCluster) submitToStart(tb testing.TB, chat string) time.Duration {
 	began := time.Now()
 	job := c.serverSubmit(chat, mhJobArgv(chat, 0, "")...)
 	var started time.Time
-	eventually(tb, 60*time.Second, 5*time.Millisecond, "the job to start", func() bool {
+	eventually(tb, 5*time.Minute, 5*time.Millisecond, "the job to start", func() bool {
 		for _, r := range mhReadRuns(tb, c.runs)[job] {
 			started = r.first
 			return true

@@ -33,13 +33,6 @@ CONF=$VMSP_BASE/ceph.conf
 
 ceph_() { timeout "${VMSP_CLI_TIMEOUT:-30}" nsenter --net="/run/netns/$VMSP_SRV" ceph -c "$CONF" "$@"; }
 
-faketime_prefix() {
-	local lib
-	[ -n "${VMSP_FAKETIME:-}" ] || return 0
-	lib=$(ls /usr/lib/*/faketime/libfaketime.so.1 2>/dev/null | head -1)
-	[ -n "$lib" ] || vmsp_die "VMSP_FAKETIME set but no libfaketime (install libfaketime)"
-	echo "env LD_PRELOAD=$lib FAKETIME=$VMSP_FAKETIME FAKETIME_DONT_FAKE_MONOTONIC=1"
-}
 
 daemon() { # daemon NAME CMD...: a server daemon in vmsp-srv, its pid recorded
 	local name=$1; shift
@@ -154,9 +147,11 @@ CONFFILE
 	echo "admin=$VMSP_BASE/mnt/admin"
 }
 
+mount_slot() { mount_at "vmsp-$1" "$2" "$1"; }
+
 mount_at() { # mount_at NETNS DIR NAME
 	local ns=$1 dir=$2 name=$3 pre
-	pre=$(faketime_prefix)
+	pre=$(vmsp_faketime_prefix)
 	mkdir -p "$dir" "$VMSP_BASE/run"
 	# -f: the recorded pid is the FUSE daemon's own
 	# shellcheck disable=SC2086
@@ -175,22 +170,4 @@ status() {
 	[ -s "$CONF" ] && VMSP_CLI_TIMEOUT=10 ceph_ -s 2>/dev/null | sed 's/^/  /' || echo "ceph: not running"
 }
 
-case "${1:-}" in
-up) up ;;
-down) down ;;
-mount)
-	vmsp_check_slot "${2:?mount SLOT DIR}"
-	mount_at "vmsp-$2" "${3:?mount SLOT DIR}" "$2"
-	;;
-host)
-	export VMSP_SELF VMSP_SLOT=${2:?host SLOT DIR -- CMD} VMSP_DIR=${3:?host SLOT DIR -- CMD}
-	export VMSP_HOSTNAME=${VMSP_HOSTNAME:-$2}
-	mkdir -p "$VMSP_BASE/run"
-	printf "%s\nunshare --pid --fork --kill-child\n" $$ >"$VMSP_BASE/run/host-$VMSP_HOSTNAME.$$.pid"
-	shift 3
-	vmsp_host "$VMSP_SLOT" "$VMSP_DIR" "$@"
-	;;
-fault) shift; vmsp_fault "$@" ;;
-status) status ;;
-*) echo "usage: $0 up|down|status|mount SLOT DIR|host SLOT DIR -- CMD|fault SLOT partition|loss PCT|heal" >&2; exit 2 ;;
-esac
+vmsp_main "$@"

@@ -39,13 +39,6 @@ SOCK=$VMSP_BASE/run/glusterd.socket
 
 cli() { timeout "${VMSP_CLI_TIMEOUT:-30}" gluster --mode=script --glusterd-sock="$SOCK" "$@"; }
 
-faketime_prefix() { # the env(1) words that run a client under libfaketime, if asked
-	local lib
-	[ -n "${VMSP_FAKETIME:-}" ] || return 0
-	lib=$(ls /usr/lib/*/faketime/libfaketime.so.1 2>/dev/null | head -1)
-	[ -n "$lib" ] || vmsp_die "VMSP_FAKETIME set but no libfaketime (install libfaketime)"
-	echo "env LD_PRELOAD=$lib FAKETIME=$VMSP_FAKETIME FAKETIME_DONT_FAKE_MONOTONIC=1"
-}
 
 down() {
 	local f
@@ -118,10 +111,15 @@ VOLFILE
 	echo "admin=$VMSP_BASE/mnt/admin"
 }
 
+mount_slot() { mount_at "vmsp-$1" "$2" "$1"; }
+
 mount_at() { # mount_at NETNS DIR NAME
 	local ns=$1 dir=$2 name=$3 pre opts=() pidf
-	pre=$(faketime_prefix)
-	[ "$PROFILE" = strict ] && opts=(--attribute-timeout=0 --entry-timeout=0 --negative-timeout=0)
+	pre=$(vmsp_faketime_prefix)
+	# No attribute, name or negative cache in the kernel; and plain
+	# listings (names, no attributes read per entry), which is all a poll
+	# needs of a root of many names.
+	[ "$PROFILE" = strict ] && opts=(--attribute-timeout=0 --entry-timeout=0 --negative-timeout=0 --use-readdirp=no)
 	mkdir -p "$dir" "$VMSP_BASE/run" "$VMSP_BASE/log"
 	pidf=$VMSP_BASE/run/client-$name.$$.pid
 	# shellcheck disable=SC2086
@@ -145,22 +143,4 @@ status() {
 	[ -S "$SOCK" ] && VMSP_CLI_TIMEOUT=5 cli volume info "$VOL" 2>/dev/null | sed 's/^/  /' || echo "glusterd: not running"
 }
 
-case "${1:-}" in
-up) up ;;
-down) down ;;
-mount)
-	vmsp_check_slot "${2:?mount SLOT DIR}"
-	mount_at "vmsp-$2" "${3:?mount SLOT DIR}" "$2"
-	;;
-host)
-	export VMSP_SELF VMSP_SLOT=${2:?host SLOT DIR -- CMD} VMSP_DIR=${3:?host SLOT DIR -- CMD}
-	export VMSP_HOSTNAME=${VMSP_HOSTNAME:-$2}
-	mkdir -p "$VMSP_BASE/run"
-	printf "%s\nunshare --pid --fork --kill-child\n" $$ >"$VMSP_BASE/run/host-$VMSP_HOSTNAME.$$.pid"
-	shift 3
-	vmsp_host "$VMSP_SLOT" "$VMSP_DIR" "$@"
-	;;
-fault) shift; vmsp_fault "$@" ;;
-status) status ;;
-*) echo "usage: $0 up|down|status|mount SLOT DIR|host SLOT DIR -- CMD|fault SLOT partition|loss PCT|heal" >&2; exit 2 ;;
-esac
+vmsp_main "$@"

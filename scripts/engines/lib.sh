@@ -206,3 +206,41 @@ rc=$?
 umount "$VMSP_DIR" 2>/dev/null || umount -l "$VMSP_DIR"
 exit $rc' host "$@"
 }
+
+# The words of env(1) that run a FUSE client under libfaketime with
+# VMSP_FAKETIME's offset ("+20", "-0.5"), if it is set: the mtimes of its
+# writes then move as a host's whose clock is off.
+vmsp_faketime_prefix() {
+	local lib
+	[ -n "${VMSP_FAKETIME:-}" ] || return 0
+	lib=$(ls /usr/lib/*/faketime/libfaketime.so.1 2>/dev/null | head -1)
+	[ -n "$lib" ] || vmsp_die "VMSP_FAKETIME set but no libfaketime (install libfaketime)"
+	echo "env LD_PRELOAD=$lib FAKETIME=$VMSP_FAKETIME FAKETIME_DONT_FAKE_MONOTONIC=1"
+}
+
+# vmsp_main is every engine script's command line; the script defines up,
+# down, status and mount_slot SLOT DIR.
+vmsp_main() {
+	case "${1:-}" in
+	up) up ;;
+	down) down ;;
+	status) status ;;
+	mount)
+		vmsp_check_slot "${2:?mount SLOT DIR}"
+		mount_slot "$2" "${3:?mount SLOT DIR}"
+		;;
+	host)
+		export VMSP_SELF VMSP_SLOT=${2:?host SLOT DIR -- CMD} VMSP_DIR=${3:?host SLOT DIR -- CMD}
+		export VMSP_HOSTNAME=${VMSP_HOSTNAME:-$2}
+		mkdir -p "$VMSP_BASE/run"
+		printf "%s\nunshare --pid --fork --kill-child\n" $$ >"$VMSP_BASE/run/host-$VMSP_HOSTNAME.$$.pid"
+		shift 3
+		vmsp_host "$VMSP_SLOT" "$VMSP_DIR" "$@"
+		;;
+	fault) shift; vmsp_fault "$@" ;;
+	*)
+		echo "usage: $0 up|down|status|mount SLOT DIR|host SLOT DIR -- CMD|fault SLOT partition|loss PCT|heal" >&2
+		exit 2
+		;;
+	esac
+}

@@ -15,6 +15,8 @@
 #                     dir_cache=no,entry_timeout=0.2,attr_timeout=0.2;
 #                     "stock" for sshfs's own defaults)
 #   VMSP_HOSTNAME     as in gluster.sh
+# VMSP_FAKETIME is not heeded here: the sftp server, not the client, sets
+# the mtime of a write.
 set -euo pipefail
 VMSP_ENGINE=sshfs
 VMSP_SELF=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
@@ -87,22 +89,4 @@ status() {
 		echo "sshd: $VMSP_SRV_IP:$PORT, export $VMSP_BASE/export" || echo "sshd: not running"
 }
 
-case "${1:-}" in
-up) up ;;
-down) down ;;
-mount)
-	vmsp_check_slot "${2:?mount SLOT DIR}"
-	mount_slot "$2" "${3:?mount SLOT DIR}"
-	;;
-host)
-	export VMSP_SELF VMSP_SLOT=${2:?host SLOT DIR -- CMD} VMSP_DIR=${3:?host SLOT DIR -- CMD}
-	export VMSP_HOSTNAME=${VMSP_HOSTNAME:-$2}
-	mkdir -p "$VMSP_BASE/run"
-	printf "%s\nunshare --pid --fork --kill-child\n" $$ >"$VMSP_BASE/run/host-$VMSP_HOSTNAME.$$.pid"
-	shift 3
-	vmsp_host "$VMSP_SLOT" "$VMSP_DIR" "$@"
-	;;
-fault) shift; vmsp_fault "$@" ;;
-status) status ;;
-*) echo "usage: $0 up|down|status|mount SLOT DIR|host SLOT DIR -- CMD|fault SLOT partition|loss PCT|heal" >&2; exit 2 ;;
-esac
+vmsp_main "$@"
