@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,8 +24,10 @@ import (
 // marker without its spec. It returns the ids, in order.
 //
 // Every spec is validated, and every id checked free, before anything is
-// written: a bad batch queues nothing. An I/O error while the specs are
-// written removes them (nothing queued); one while the markers are created
+// written: a bad batch queues nothing. Each spec is then taken (take), so
+// an id another submitter took since the check stops the batch the same
+// way. An I/O error while the specs are written removes them (nothing
+// queued); one while the markers are created
 // returns the ids queued so far with the error (a queued job cannot be
 // taken back: a daemon may have claimed it).
 //
@@ -34,29 +35,37 @@ import (
 // refused, each file and the directory are fsync'd instead.
 func (s *Spool) SubmitBatch(specs []*Spec) ([]string, error) {
 	now := time.Now()
-	rd, err := s.root.Open(".")
-	if err != nil {
-		return nil, err
-	}
-	defer rd.Close()
 	// The root's own descriptor, for raw openat/renameat/fstatat: every
 	// name used is a checked id plus a suffix (no "/"), opened O_NOFOLLOW
 	// and O_EXCL, so nothing can lead out of the directory, and the Go
 	// poller's bookkeeping of os.File (which os.Root adds to each open)
 	// is not paid 20,000 times.
-	dfd := int(rd.Fd())
+	dfd := s.dirfd()
 	docs, err := s.checkBatch(specs, now)
 	if err != nil {
 		return nil, err
 	}
+	own := dirOwner(dfd)
 	undo := func(n int) {
 		for _, sp := range specs[:n] {
 			unix.Unlinkat(dfd, sp.ID+ExtSpec, 0)
 		}
 	}
+	// Each spec is taken (take: never over another's), so that of two
+	// batches, or a batch and a submit, that name one id, exactly one
+	// queues it, whatever the listing checkBatch read said.
 	for i, sp := range specs {
-		if err := writeAt(dfd, sp.ID+ExtSpec, docs[i]); err != nil {
+		tmp, err := writeTempAt(dfd, sp.ID+ExtSpec, docs[i], false, true, own)
+		if err == nil {
+			if err = s.take(dfd, tmp, sp.ID+ExtSpec); err != nil {
+				unix.Unlinkat(dfd, tmp, 0)
+			}
+		}
+		if err != nil {
 			undo(i)
+			if errors.Is(err, fs.ErrExist) {
+				return nil, fmt.Errorf("spec %d: job %s: already exists (%s)", i+1, sp.ID, s.Path(sp.ID+ExtSpec))
+			}
 			return nil, fmt.Errorf("job %s: writing spec: %w", sp.ID, err)
 		}
 	}
@@ -77,7 +86,7 @@ func (s *Spool) SubmitBatch(specs []*Spec) ([]string, error) {
 	}
 	ids := make([]string, 0, len(specs))
 	for i, sp := range specs {
-		if err := writeAt(dfd, sp.ID+ExtReady, nil); err != nil {
+		if err := writeAt(dfd, sp.ID+ExtReady, nil, true, own); err != nil {
 			// The specs after this one were never queued: they go.
 			for _, rest := range specs[i:] {
 				unix.Unlinkat(dfd, rest.ID+ExtSpec, 0)
@@ -105,12 +114,8 @@ func (s *Spool) checkBatch(specs []*Spec, now time.Time) ([][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	exists := make(map[string]string, len(names))
-	for _, n := range names {
-		if job, ext, ok := strings.Cut(n, "."); ok && slices.Contains(stateExts, "."+ext) {
-			exists[job] = n
-		}
-	}
+	present := stateNames(names)
+	exists := func(n string) bool { _, ok := present[n]; return ok }
 	for i, sp := range specs {
 		if err := sp.Validate(); err != nil {
 			return nil, fmt.Errorf("spec %d: %w", i+1, err)
@@ -125,7 +130,7 @@ func (s *Spool) checkBatch(specs []*Spec, now time.Time) ([][]byte, error) {
 			return nil, fmt.Errorf("spec %d: job %s: twice in the batch", i+1, sp.ID)
 		}
 		seen[sp.ID] = true
-		if n, ok := exists[sp.ID]; ok {
+		if n := takenBy(sp.ID, exists); n != "" {
 			return nil, fmt.Errorf("spec %d: job %s: already exists (%s)", i+1, sp.ID, s.Path(n))
 		}
 	}
@@ -144,32 +149,18 @@ func (s *Spool) checkBatch(specs []*Spec, now time.Time) ([][]byte, error) {
 }
 
 // writeAt replaces name in the directory dfd with data, atomically (a new
-// temporary, O_EXCL and never a link, renamed over name) but not durably:
-// SubmitBatch syncs the whole batch at once.
-func writeAt(dfd int, name string, data []byte) error {
-	tmp := tempName(name)
-	fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(FileMode))
+// temporary renamed over name) but not durably: the caller syncs the
+// directory (SubmitBatch the whole batch at once). batch is writeTempAt's.
+func writeAt(dfd int, name string, data []byte, batch bool, own owner) error {
+	tmp, err := writeTempAt(dfd, name, data, false, batch, own)
 	if err != nil {
 		return err
 	}
-	if !umaskKeeps() {
-		err = unix.Fchmod(fd, uint32(FileMode)) // the umask's part back
-	}
-	for len(data) > 0 && err == nil {
-		var n int
-		n, err = unix.Write(fd, data)
-		data = data[n:]
-	}
-	if cerr := unix.Close(fd); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = unix.Renameat(dfd, tmp, dfd, name)
-	}
-	if err != nil {
+	if err := unix.Renameat(dfd, tmp, dfd, name); err != nil {
 		unix.Unlinkat(dfd, tmp, 0)
+		return err
 	}
-	return err
+	return nil
 }
 
 // umaskKeeps says whether the process's umask leaves FileMode whole, so
@@ -195,24 +186,20 @@ var umaskKeeps = sync.OnceValue(func() bool {
 // syncfs of the spool's filesystem, or, where that is refused, an fsync of
 // each <id><ext> and of the root directory.
 func (s *Spool) syncAll(specs []*Spec, ext string) error {
-	d, err := s.root.Open(".")
-	if err != nil {
-		return err
-	}
-	defer d.Close()
+	dfd := s.dirfd()
 	// syncfs makes the whole filesystem durable where the filesystem
 	// implements it. A FUSE filesystem may not (the kernel then returns
 	// success having asked its server nothing, and sshfs is such a one):
 	// there each file and the directory are synced one by one.
 	var st unix.Statfs_t
-	if unix.Fstatfs(int(d.Fd()), &st) == nil && st.Type != unix.FUSE_SUPER_MAGIC {
-		if err := unix.Syncfs(int(d.Fd())); err == nil {
+	if unix.Fstatfs(dfd, &st) == nil && st.Type != unix.FUSE_SUPER_MAGIC {
+		if err := unix.Syncfs(dfd); err == nil {
 			return nil
 		}
 	}
 	for _, sp := range specs {
-		f, err := s.root.OpenFile(sp.ID+ext, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
-		if errors.Is(err, fs.ErrNotExist) && ext == ExtReady {
+		fd, _, err := openRegularAt(dfd, sp.ID+ext, unix.O_RDONLY)
+		if err == unix.ENOENT && ext == ExtReady {
 			// Claimed already: the marker is a lease now, which its
 			// claimer made durable; the rename is the directory's,
 			// synced below.
@@ -221,11 +208,11 @@ func (s *Spool) syncAll(specs []*Spec, ext string) error {
 		if err != nil {
 			return err
 		}
-		err = f.Sync()
-		f.Close()
+		err = unix.Fsync(fd)
+		unix.Close(fd)
 		if err != nil {
 			return err
 		}
 	}
-	return d.Sync()
+	return unix.Fsync(dfd)
 }

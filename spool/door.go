@@ -72,7 +72,7 @@ func (s *Spool) Names(name string, max int) ([]string, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("%s: %w (want a directory)", s.Path(name), ErrNotRegular)
 	}
-	d, err := s.root.Open(name)
+	d, err := openDir(s.root, name)
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +113,7 @@ func (s *Spool) OpenDir(name string, mode os.FileMode) (*Dir, error) {
 	if err := s.root.MkdirAll(name, mode); err != nil && !errors.Is(err, fs.ErrExist) {
 		return fail(err)
 	}
-	f, err := s.root.OpenFile(name, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
+	f, err := openDir(s.root, name)
 	if err != nil {
 		if lfi, lerr := s.root.Lstat(name); lerr == nil && !lfi.IsDir() {
 			return refused(lfi)
@@ -157,7 +157,7 @@ func (d *Dir) Close() error {
 
 // Entries lists the directory.
 func (d *Dir) Entries() ([]fs.DirEntry, error) {
-	f, err := d.root.Open(".")
+	f, err := openDir(d.root, ".")
 	if err != nil {
 		return nil, err
 	}
@@ -181,15 +181,23 @@ func (d *Dir) Read(name string, max int64) ([]byte, error) {
 func (d *Dir) Write(name string, data []byte) error { return writeFile(d.root, name, data, true) }
 
 // Create opens name for writing, truncated (made if missing), never
-// through a link, for a log a process writes into.
+// through a link, for a log a process writes into. A file with another
+// link is refused rather than truncated: it may be one outside the tree.
 func (d *Dir) Create(name string) (*os.File, error) {
-	f, err := d.root.OpenFile(name, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, FileMode)
+	f, fi, err := openRegular(d.root, name, os.O_CREATE|os.O_WRONLY)
 	if err != nil {
+		if errors.Is(err, ErrNotRegular) {
+			return nil, fmt.Errorf("%s: %w", d.Path(name), ErrNotRegular)
+		}
 		return nil, err
 	}
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink != 1 {
 		f.Close()
-		return nil, fmt.Errorf("%s: %w", d.Path(name), ErrNotRegular)
+		return nil, fmt.Errorf("%s: %w (a file with %d links)", d.Path(name), ErrNotRegular, st.Nlink)
+	}
+	if err := f.Truncate(0); err != nil {
+		f.Close()
+		return nil, err
 	}
 	return f, nil
 }

@@ -322,24 +322,17 @@ func marshalLine(v any) ([]byte, error) {
 // symlink or anything else in its place.
 func openAppend(dir *os.Root, name string) (*os.File, error) {
 	// O_RDWR, not O_WRONLY: AppendEvent counts the lines before it writes.
-	f, err := dir.OpenFile(name, os.O_RDWR|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, FileMode)
+	f, fi, err := openRegular(dir, name, os.O_RDWR|os.O_APPEND|os.O_CREATE)
 	if err != nil {
 		return nil, err
 	}
-	fi, err := f.Stat()
-	if err == nil {
-		var lfi fs.FileInfo
-		lfi, err = dir.Lstat(name)
-		if err == nil && (!fi.Mode().IsRegular() || !os.SameFile(fi, lfi)) {
-			err = fmt.Errorf("%s: %w (%s)", name, ErrNotRegular, kind(lfi))
-		}
+	lfi, err := dir.Lstat(name)
+	if err == nil && !os.SameFile(fi, lfi) {
+		err = fmt.Errorf("%s: %w (%s)", name, ErrNotRegular, kind(lfi))
 	}
 	if err != nil {
 		f.Close()
 		return nil, err
-	}
-	if fi.Mode().Perm() != FileMode && fi.Size() == 0 {
-		f.Chmod(FileMode)
 	}
 	return f, nil
 }

@@ -3,6 +3,7 @@ package spool
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 )
 
@@ -92,13 +93,54 @@ func FuzzParseEventLine(f *testing.F) {
 }
 
 func FuzzSplitName(f *testing.F) {
-	for _, s := range []string{"a.json", ".a.json1", "a/b.ready", "x.y.done", "..ready"} {
+	for _, s := range []string{"a.json", ".a.json1", "a/b.ready", "x.y.done", "..ready", "nightly.1.json", "a.json.ready", "v1.2.3.running", "a..b.log"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
 		job, ext, ok := SplitName(name)
 		if ok && (!ValidID(job) || job+ext != name) {
 			t.Fatalf("SplitName(%q) = %q %q", name, job, ext)
+		}
+		// Every id, dots and all, with every suffix, splits back to
+		// itself: a name is never read as another job's.
+		if ValidID(name) {
+			for _, e := range exts {
+				if j, x, ok := SplitName(name + e); !ok || j != name || x != e {
+					t.Fatalf("SplitName(%q) = %q %q %v", name+e, j, x, ok)
+				}
+			}
+		}
+	})
+}
+
+// FuzzTakenBy checks the one rule of "is this id taken": an id, dots and
+// all, is taken by each of its state names, whether asked name by name
+// (Submit, through the directory) or of a listing of the root
+// (SubmitBatch), and by no other job's names. A batch split names at
+// their first dot, so nightly.1.json never took nightly.1.
+func FuzzTakenBy(f *testing.F) {
+	for _, s := range []string{"nightly.1", "a", "a.json", "x.y.done", "01JDW3Q9ZC6X7H2M4T8R5N0KQA", "v1.2.3"} {
+		f.Add(s, uint8(0), "nightly.json")
+		f.Add(s, uint8(2), s+".events")
+	}
+	f.Fuzz(func(t *testing.T, id string, which uint8, other string) {
+		if !ValidID(id) {
+			return
+		}
+		name := id + stateExts[int(which)%len(stateExts)]
+		for _, names := range [][]string{{name}, {other, name}, {name, other, id}} {
+			listed := stateNames(names)
+			if got := takenBy(id, func(n string) bool { _, ok := listed[n]; return ok }); got == "" {
+				t.Fatalf("%q is not taken by a listing of %q", id, names)
+			}
+		}
+		// other alone takes id only if it is one of id's state names.
+		listed := stateNames([]string{other})
+		got := takenBy(id, func(n string) bool { _, ok := listed[n]; return ok })
+		job, ext, ok := SplitName(other)
+		mine := ok && job == id && slices.Contains(stateExts, ext)
+		if (got != "") != mine || got != "" && got != other {
+			t.Fatalf("a listing of %q: %q taken by %q", other, id, got)
 		}
 	})
 }

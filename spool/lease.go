@@ -250,9 +250,18 @@ func (s *Spool) MarkClaim(chat, job string) error {
 	if err := CheckJobID(job); err != nil {
 		return err
 	}
-	f, err := s.root.OpenFile(ChatDir(chat)+"/"+job+ClaimMark, os.O_WRONLY|os.O_CREATE|syscall.O_NOFOLLOW, FileMode)
+	name := ChatDir(chat) + "/" + job + ClaimMark
+	f, _, err := openRegular(s.root, name, os.O_WRONLY|os.O_CREATE)
+	if errors.Is(err, ErrNotRegular) {
+		// What stands at the mark's name (a FIFO, a symlink) is nobody's
+		// document: it goes, and the mark takes its place. A directory
+		// is refused by the removal.
+		if err = removeName(s.root, name); err == nil {
+			f, _, err = openRegular(s.root, name, os.O_WRONLY|os.O_CREATE)
+		}
+	}
 	if err != nil {
-		return fmt.Errorf("chat %s: claim mark: %w", chat, err)
+		return chatError(chat, "claim mark", s.plain(name, false, err))
 	}
 	return f.Close()
 }
@@ -422,18 +431,12 @@ func (s *Spool) LockChat(chat string) (f *os.File, ok bool, err error) {
 		return nil, false, chatError(chat, "", s.plain(dir, true, err))
 	}
 	name := dir + "/" + LockFile
-	f, err = s.root.OpenFile(name, os.O_RDONLY|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, FileMode)
+	f, _, err = openRegular(s.root, name, os.O_RDONLY|os.O_CREATE)
+	if errors.Is(err, ErrNotRegular) {
+		return nil, false, fmt.Errorf("chat %s: lock %s: %w", chat, s.Path(name), err)
+	}
 	if err != nil {
 		return nil, false, chatError(chat, "lock", s.plain(name, false, err))
-	}
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, false, fmt.Errorf("chat %s: lock %s: %w", chat, s.Path(name), ErrNotRegular)
-	}
-	// O_CREATE obeys the umask; the tree's modes do not.
-	if fi.Mode().Perm() != FileMode {
-		f.Chmod(FileMode)
 	}
 	return flockNB(f)
 }

@@ -69,12 +69,7 @@ func (s *Spool) List(opt ListOptions) ([]Row, error) {
 	}
 	// The results are read by plain system calls on the root's descriptor
 	// (see readResultAt); the names are single components of the root.
-	root, err := s.root.Open(".")
-	if err != nil {
-		return nil, err
-	}
-	defer root.Close()
-	dirfd := int(root.Fd())
+	dirfd := s.dirfd()
 	// The rows of final jobs are read while the names are still being
 	// scanned; the rest once every name is known.
 	all, byID, err := s.scanRows(dirfd, opt.State, n, now)
@@ -216,7 +211,7 @@ func extInfo(ext string) (Files, State) {
 // scanNames reads the root's names once, as Scan does, and hands each
 // name of a job to seen as it is read.
 func (s *Spool) scanNames(seen func(name, job, ext string)) error {
-	d, err := s.root.Open(".")
+	d, err := openDir(s.root, ".")
 	if err != nil {
 		return err
 	}
@@ -300,13 +295,12 @@ func (s *Spool) fillRow(dirfd int, r *Row, f Files, now time.Time) {
 // O_NOFOLLOW; anything but a plain file; an oversized document) by
 // returning nil, and the caller asks ReadResult for the error.
 func readResultAt(dirfd int, name string) *Result {
-	fd, err := syscall.Openat(dirfd, name, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	fd, st, err := openRegularAt(dirfd, name, syscall.O_RDONLY)
 	if err != nil {
 		return nil
 	}
 	defer syscall.Close(fd)
-	var st syscall.Stat_t
-	if syscall.Fstat(fd, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || st.Size > MaxDocument {
+	if st.Size > MaxDocument {
 		return nil
 	}
 	b := make([]byte, st.Size)

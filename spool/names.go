@@ -66,8 +66,35 @@ func ParseState(s string) (State, bool) {
 }
 
 // stateExts are the names whose existence is a job's state: an id that has
-// any of them is taken.
+// any of them is taken (takenBy).
 var stateExts = []string{ExtSpec, ExtReady, ExtRunning, ExtDone, ExtFailed, ExtCancelled}
+
+// takenBy is the one rule of "is this id taken", which Submit, SubmitBatch
+// and the Python client follow: an id is taken while any of its state
+// names (spec, marker, lease, result) exists. It returns that name, or "".
+// exists says whether a name of the root exists.
+func takenBy(id string, exists func(name string) bool) string {
+	for _, ext := range stateExts {
+		if exists(id + ext) {
+			return id + ext
+		}
+	}
+	return ""
+}
+
+// stateNames keeps, of a listing of the root, the names takenBy asks
+// about: those SplitName reads as an id and a state suffix. A job id may
+// hold dots, so a name is split at its last dot (nightly.1.json is job
+// nightly.1), never its first.
+func stateNames(names []string) map[string]struct{} {
+	m := make(map[string]struct{}, len(names))
+	for _, n := range names {
+		if _, ext, ok := SplitName(n); ok && slices.Contains(stateExts, ext) {
+			m[n] = struct{}{}
+		}
+	}
+	return m
+}
 
 var exts = append(slices.Clip(stateExts), ExtCancel, ExtEvents, ExtLog)
 

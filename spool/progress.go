@@ -5,11 +5,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"unicode/utf8"
 )
 
 // MaxProgressEvents is how many of the latest events a progress document
 // keeps.
 const MaxProgressEvents = 64
+
+// MaxProgressSize bounds a written progress document once encoded: every
+// string of it is clipped by its size in JSON, where a control byte takes
+// six (clipJSON), and past this size the oldest events are left out. A
+// job's output cannot make the document every watcher of its chat reads
+// larger than this, whatever it prints.
+const MaxProgressSize = 256 << 10
 
 // Question is a question a run asked and has not had answered.
 type Question struct {
@@ -83,23 +91,53 @@ func (p *Progress) Add(ev Event) {
 // Progress is advisory, so it is not fsync'd: it is the hot path, and the
 // newest document lost in a power cut is rewritten by the next flush.
 func (s *Spool) WriteProgress(p *Progress) error {
+	_, err := s.WriteProgressN(p)
+	return err
+}
+
+// WriteProgressN is WriteProgress, and returns the size of the document it
+// wrote (at most MaxProgressSize), for a writer that budgets its writes.
+func (s *Spool) WriteProgressN(p *Progress) (int, error) {
 	if err := CheckChatID(p.Chat); err != nil {
-		return err
+		return 0, err
 	}
 	p.Updated = Round2(Stamp(s.Now()))
 	if p.Events == nil {
 		p.Events = []Event{}
 	}
 	p.clip()
-	b, err := marshalLine(p)
+	b, err := p.encode()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	err = s.inProgressDir(func(dir *os.Root) error { return writeFile(dir, p.Chat, b, false) })
 	if err != nil {
-		return fmt.Errorf("chat %s: progress: %w", p.Chat, err)
+		return 0, fmt.Errorf("chat %s: progress: %w", p.Chat, err)
 	}
-	return nil
+	return len(b), nil
+}
+
+// encode is the clipped document as one JSON line of at most
+// MaxProgressSize bytes: past it, the oldest events are left out (the
+// newest is always kept, and the document's other fields are bounded well
+// below the limit, so it then fits).
+func (p *Progress) encode() ([]byte, error) {
+	b, err := marshalLine(p)
+	if err != nil || len(b) <= MaxProgressSize || len(p.Events) <= 1 {
+		return b, err
+	}
+	over := len(b) - MaxProgressSize
+	drop := 0
+	for drop < len(p.Events)-1 && over > 0 {
+		e, err := marshalLine(p.Events[drop])
+		if err != nil {
+			return nil, err
+		}
+		over -= len(e) // its line's newline stands for the comma between
+		drop++
+	}
+	p.Events = p.Events[drop:]
+	return marshalLine(p)
 }
 
 // ReadProgress reads progress/<chat>. A symlink in its place, or anything
@@ -130,28 +168,78 @@ func (p *Progress) Latest() []Event {
 const MaxStatus = MaxEventText
 
 // clip bounds every string and list of the document, as Event.clip does
-// for an event, and keeps the latest MaxProgressEvents events.
+// for an event, and then each string by its size once encoded (clipJSON);
+// it keeps the latest MaxProgressEvents events.
 func (p *Progress) clip() {
 	p.Events = p.Latest()
 	for i := range p.Events {
-		p.Events[i].clip()
+		p.Events[i].clipEncoded()
 	}
-	p.Status = clipValid(p.Status, MaxStatus)
-	p.Worker = clipValid(p.Worker, MaxEventWorker)
-	p.State = State(clipValid(string(p.State), MaxEventWord))
-	p.Job = clipValid(p.Job, MaxEventID)
+	p.Status = clipJSON(clipValid(p.Status, MaxStatus), MaxStatus)
+	p.Worker = clipJSON(clipValid(p.Worker, MaxEventWorker), MaxEventWorker)
+	p.State = State(clipJSON(clipValid(string(p.State), MaxEventWord), MaxEventWord))
+	p.Job = clipJSON(clipValid(p.Job, MaxEventID), MaxEventID)
 	if p.Error != nil {
-		e := clipValid(*p.Error, MaxStatus)
+		e := clipJSON(clipValid(*p.Error, MaxStatus), MaxStatus)
 		p.Error = &e
 	}
 	if q := p.Question; q != nil {
 		ev := Event{ID: q.ID, Text: q.Text, Options: q.Options}
-		ev.clip()
+		ev.clipEncoded()
 		p.Question = &Question{ID: ev.ID, Text: ev.Text, Options: ev.Options, Asked: q.Asked}
 		if p.Question.Options == nil {
 			p.Question.Options = []string{}
 		}
 	}
+}
+
+// clipEncoded is Event.clip, then each string clipped by its size once
+// encoded.
+func (ev *Event) clipEncoded() {
+	ev.clip()
+	ev.Text = clipJSON(ev.Text, MaxEventText)
+	ev.ID = clipJSON(ev.ID, MaxEventID)
+	ev.Type = clipJSON(ev.Type, MaxEventWord)
+	ev.State = State(clipJSON(string(ev.State), MaxEventWord))
+	ev.Worker = clipJSON(ev.Worker, MaxEventWorker)
+	copied := false // the caller's slice is not written to
+	for i, o := range ev.Options {
+		if c := clipJSON(o, MaxEventOption); c != o {
+			if !copied {
+				ev.Options, copied = append([]string(nil), ev.Options...), true
+			}
+			ev.Options[i] = c
+		}
+	}
+}
+
+// clipJSON clips valid UTF-8 s so that its JSON encoding (as marshalLine
+// writes it, without its quotes) takes at most max bytes, and the "…" that
+// marks a cut 3 more. A control byte is six bytes encoded (\u0001): a
+// clip by raw bytes let 8 KiB of them take 48.
+func clipJSON(s string, max int) string {
+	n := 0
+	for i, r := range s {
+		n += jsonRuneSize(r)
+		if n > max {
+			return s[:i] + "…"
+		}
+	}
+	return s
+}
+
+// jsonRuneSize is how many bytes encoding/json writes for r inside a
+// string, HTML escaping off.
+func jsonRuneSize(r rune) int {
+	switch {
+	case r == '"' || r == '\\' || r == '\n' || r == '\r' || r == '\t' || r == '\b' || r == '\f':
+		return 2
+	case r < 0x20 || r == '\u2028' || r == '\u2029':
+		return 6
+	case r == utf8.RuneError:
+		return 3
+	}
+	return utf8.RuneLen(r)
 }
 
 // ParseProgress parses a progress document. Whatever its size (up to

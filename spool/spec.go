@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io/fs"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // MaxAttempts bounds a spec's attempts, so that a typo cannot make a job
@@ -136,6 +138,10 @@ func (s *Spool) ReadSpec(job string) (*Spec, error) {
 // run left (progress/<chat> and chats/<chat>/answer.json), and only then
 // creates the marker, whose appearance is the queueing (invariants 2 and 6).
 // It returns the job's id. On an error nothing of the job is left behind.
+//
+// The spec is taken, never renamed over another's (take): of two
+// submitters of one id, exactly one queues the job, and the other gets
+// "already exists", whatever the check before said.
 func (s *Spool) Submit(sp *Spec) (string, error) {
 	if err := sp.Validate(); err != nil {
 		return "", err
@@ -151,40 +157,47 @@ func (s *Spool) Submit(sp *Spec) (string, error) {
 		sp.Created = Stamp(now)
 	}
 	id := sp.ID
-	for _, ext := range stateExts {
-		if _, err := s.root.Lstat(id + ext); err == nil {
-			return "", fmt.Errorf("job %s: already exists (%s)", id, s.Path(id+ext))
-		}
+	dfd := s.dirfd()
+	if n := takenBy(id, func(n string) bool { return existsAt(dfd, n) }); n != "" {
+		return "", fmt.Errorf("job %s: already exists (%s)", id, s.Path(n))
 	}
 	b, err := json.Marshal(sp)
 	if err != nil {
 		return "", err
 	}
+	own := dirOwner(dfd)
 	// Two fsyncs make the submit durable: the spec's data, then the
-	// directory once both names are in it. The spec's rename comes before
-	// the marker's creation, and one directory's entries become durable
-	// in the order they were made (a journal commits them in order; the
+	// directory once both names are in it. The spec's arrival comes before
+	// the marker's, and one directory's entries become durable in the
+	// order they were made (a journal commits them in order; the
 	// power-loss sweep, docs/reliability.md, checks it), so a marker is
 	// never durable without its spec. The marker is empty: it has no
 	// data to sync.
-	if err := writeSynced(s.root, id+ExtSpec, append(b, '\n')); err != nil {
-		s.root.Remove(id + ExtSpec)
+	tmp, err := writeTempAt(dfd, id+ExtSpec, append(b, '\n'), true, false, own)
+	if err != nil {
+		return "", fmt.Errorf("job %s: writing spec: %w", id, err)
+	}
+	if err := s.take(dfd, tmp, id+ExtSpec); err != nil {
+		unix.Unlinkat(dfd, tmp, 0)
+		if errors.Is(err, fs.ErrExist) {
+			return "", fmt.Errorf("job %s: already exists (%s)", id, s.Path(id+ExtSpec))
+		}
 		return "", fmt.Errorf("job %s: writing spec: %w", id, err)
 	}
 	if err := s.ClearChat(sp.Chat); err != nil {
-		s.root.Remove(id + ExtSpec)
+		unix.Unlinkat(dfd, id+ExtSpec, 0)
 		return "", fmt.Errorf("job %s: %w", id, err)
 	}
 	// Renamed in from an empty temporary like every document (invariant
 	// 1), not synced: the directory's sync below makes it durable.
-	if err := writeFile(s.root, id+ExtReady, nil, false); err != nil {
-		s.root.Remove(id + ExtSpec)
+	if err := writeAt(dfd, id+ExtReady, nil, false, own); err != nil {
+		unix.Unlinkat(dfd, id+ExtSpec, 0)
 		return "", fmt.Errorf("job %s: writing marker: %w", id, err)
 	}
-	if err := syncDir(s.root); err != nil {
+	if err := unix.Fsync(dfd); err != nil {
 		// Not durable: taken back, unless a daemon claimed it already.
-		if rerr := s.root.Remove(id + ExtReady); rerr == nil {
-			s.root.Remove(id + ExtSpec)
+		if rerr := unix.Unlinkat(dfd, id+ExtReady, 0); rerr == nil {
+			unix.Unlinkat(dfd, id+ExtSpec, 0)
 			return "", fmt.Errorf("job %s: making the submit durable: %w", id, err)
 		}
 		return "", fmt.Errorf("job %s: claimed at once, but the submit could not be made durable: %w", id, err)

@@ -104,7 +104,7 @@ func (s *Spool) State(job string) (State, error) {
 // the number of jobs. Temporaries and unknown names are skipped; they are
 // returned in other for fsck.
 func (s *Spool) Scan() (jobs map[string]Files, other []string, err error) {
-	d, err := s.root.Open(".")
+	d, err := openDir(s.root, ".")
 	if err != nil {
 		return nil, nil, err
 	}

@@ -7,9 +7,11 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -59,6 +61,12 @@ type Spool struct {
 	// new job (ErrBelowFloor). Set it before the Spool is shared.
 	Floor Floor
 	root  *os.Root
+	// dir is the root directory itself, held open from Open: its
+	// descriptor is what take, the submits' renames and syncs, and
+	// CheckRootSafe work on.
+	dir *os.File
+	// takeHow is how take works on this filesystem (take.go).
+	takeHow atomic.Int32
 
 	// progress/ stays open between flushes (a flush is the hot path):
 	// prog is that directory, progID what an fstat of it said. Every use
@@ -95,8 +103,16 @@ func Open(dir string) (*Spool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("spool %s: %w", dir, err)
 	}
-	return &Spool{Dir: dir, root: r}, nil
+	d, err := openDir(r, ".")
+	if err != nil {
+		r.Close()
+		return nil, fmt.Errorf("spool %s: %w", dir, err)
+	}
+	return &Spool{Dir: dir, root: r, dir: d}, nil
 }
+
+// dirfd is the descriptor of the root directory held open.
+func (s *Spool) dirfd() int { return int(s.dir.Fd()) }
 
 // Create makes the tree (mode 0750 directories) if it is missing, then opens
 // it. Daemons use it at start.
@@ -132,6 +148,7 @@ func (s *Spool) Close() error {
 		s.prog, s.progID = nil, nil
 	}
 	s.pmu.Unlock()
+	s.dir.Close()
 	return s.root.Close()
 }
 
@@ -145,6 +162,15 @@ func (s *Spool) mkdir(name string) error {
 		// Mkdir obeys the umask; the tree's mode does not.
 		if err := s.root.Chmod(name, DirMode); err != nil {
 			return fmt.Errorf("spool %s: %w", s.Path(name), err)
+		}
+		// Root's directory takes its parent's owner, as root's files
+		// do (settle): the service user's daemons write in it.
+		if euid == 0 {
+			if pfi, err := s.root.Lstat(path.Dir(name)); err == nil {
+				if st, ok := pfi.Sys().(*syscall.Stat_t); ok && (st.Uid != 0 || st.Gid != 0) {
+					s.root.Lchown(name, int(st.Uid), int(st.Gid))
+				}
+			}
 		}
 		return nil
 	}
@@ -246,16 +272,14 @@ func writeFile(dir *os.Root, name string, data []byte, durable bool) error {
 	// in a power cut is harmless, and flushing them is the hot path.
 	for try := 0; ; try++ {
 		tmp := tempName(name)
-		f, err := dir.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, FileMode)
+		f, _, err := openRegular(dir, tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
 		if errors.Is(err, fs.ErrExist) && try < 100 {
 			continue
 		}
 		if err != nil {
 			return err
 		}
-		if err := f.Chmod(FileMode); err == nil {
-			_, err = f.Write(data)
-		}
+		_, err = f.Write(data)
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
@@ -283,6 +307,9 @@ func writeSynced(dir *os.Root, name string, data []byte) error {
 		return err
 	}
 	defer pf.Cleanup()
+	if fi, err := pf.Stat(); err == nil {
+		settle(pf.File, fi, true, func() (fs.FileInfo, error) { return dir.Lstat(path.Dir(name)) })
+	}
 	if _, err := pf.Write(data); err != nil {
 		return err
 	}
@@ -292,7 +319,7 @@ func writeSynced(dir *os.Root, name string, data []byte) error {
 // syncDir fsyncs a directory, so that a rename into it is durable.
 // renameio syncs the file only.
 func syncDir(dir *os.Root) error {
-	d, err := dir.Open(".")
+	d, err := openDir(dir, ".")
 	if err != nil {
 		return err
 	}
@@ -301,52 +328,6 @@ func syncDir(dir *os.Root) error {
 		err = cerr
 	}
 	return err
-}
-
-// openRegular opens name for reading and makes sure it is a plain file
-// under that very name: os.Root keeps a symlink from leaving the tree,
-// O_NOFOLLOW keeps one from standing in for a document inside it, and the
-// fstat of what was opened refuses a directory or a FIFO (opened
-// non-blocking, so that it cannot hang the reader). It costs two system
-// calls; `spool ls` makes one such open per job.
-func openRegular(dir *os.Root, name string, flag int) (*os.File, fs.FileInfo, error) {
-	f, err := dir.OpenFile(name, flag|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, FileMode)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil, err
-		}
-		// A symlink at name fails with ELOOP; say what stands there.
-		if lfi, lerr := dir.Lstat(name); lerr == nil && !lfi.Mode().IsRegular() {
-			return nil, lfi, fmt.Errorf("%s: %w (%s)", name, ErrNotRegular, kind(lfi))
-		}
-		return nil, nil, err
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, fi, fmt.Errorf("%s: %w (%s)", name, ErrNotRegular, kind(fi))
-	}
-	return f, fi, nil
-}
-
-func kind(fi fs.FileInfo) string {
-	switch m := fi.Mode(); {
-	case m&fs.ModeSymlink != 0:
-		return "a symlink"
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	}
-	return "not a plain file"
 }
 
 // readFile reads a whole document, refusing anything but a plain file and

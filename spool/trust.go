@@ -5,8 +5,13 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // ErrUntrusted is wrapped when a spec or a marker is owned by a user the
@@ -40,28 +45,113 @@ func (s *Spool) CheckOwner(name string, fi fs.FileInfo) error {
 	return fmt.Errorf("%s: %w (uid %d; only uid %v may queue jobs here)", s.Path(name), ErrUntrusted, st.Uid, s.owners)
 }
 
-// CheckRootSafe returns an error when a process running as root must not
-// serve the spool at dir: one that is not owned by root, or that group or
-// others may write, lets another user put a spec there that root would
-// run. For any other user it returns nil: such a daemon runs jobs as
-// itself, with nothing to give away.
-func CheckRootSafe(dir string, euid int) error {
+// CheckRootSafe returns an error when a process running as root (euid 0)
+// must not serve this spool, because another user could put a spec in it
+// that root would run:
+//
+//   - the directory this Spool holds open (not whatever its path names by
+//     now) is not owned by root, or group or others may write it;
+//   - a directory above it, up to /, found by ".." from that handle, is
+//     not owned by root, or group or others may write it without the
+//     sticky bit (in a sticky directory such as /tmp nobody but root may
+//     move root's entry): its owner could move the spool aside and put
+//     their own in its place for every client that opens it by path;
+//   - a name on the way of the path given (the spool's own, a directory
+//     or a symlink before it) is not root's, or is such a directory: the
+//     path could be turned to another spool; and the path must still lead
+//     to the directory held.
+//
+// For any other user it returns nil: such a daemon runs jobs as itself,
+// with nothing to give away. Not checked: the directories inside a
+// symlink's target on the way that are not above the spool itself.
+func (s *Spool) CheckRootSafe(euid int) error {
 	if euid != 0 {
 		return nil
 	}
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return fmt.Errorf("spool %s: %w", dir, err)
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return nil
+	dfd := s.dirfd()
+	var st unix.Stat_t
+	if err := unix.Fstat(dfd, &st); err != nil {
+		return fmt.Errorf("spool %s: %w", s.Dir, err)
 	}
 	switch {
 	case st.Uid != 0:
-		return fmt.Errorf("spool %s: owned by uid %d, and this daemon runs as root: it would run as root whatever that user queues (run it as the spool's owner, as the packaged unit does, or chown the spool to root)", dir, st.Uid)
-	case fi.Mode().Perm()&0o022 != 0:
-		return fmt.Errorf("spool %s: mode %04o lets group or others write, and this daemon runs as root: it would run as root whatever they queue (chmod go-w it)", dir, fi.Mode().Perm())
+		return fmt.Errorf("spool %s: owned by uid %d, and this daemon runs as root: it would run as root whatever that user queues (run it as the spool's owner, as the packaged unit does, or chown the spool to root)", s.Dir, st.Uid)
+	case st.Mode&0o022 != 0:
+		return fmt.Errorf("spool %s: mode %04o lets group or others write, and this daemon runs as root: it would run as root whatever they queue (chmod go-w it)", s.Dir, st.Mode&0o7777)
+	}
+	if err := s.checkAbove(dfd, st); err != nil {
+		return err
+	}
+	return s.checkPath(st)
+}
+
+// unsafeDir says why a directory above the spool (or a name on its path)
+// with stat st lets a user other than root change what the spool is, or "".
+func unsafeDir(st *unix.Stat_t) string {
+	switch {
+	case st.Uid != 0:
+		return fmt.Sprintf("owned by uid %d", st.Uid)
+	case st.Mode&unix.S_IFMT == unix.S_IFDIR && st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0:
+		return fmt.Sprintf("writable by group or others (mode %04o)", st.Mode&0o7777)
+	}
+	return ""
+}
+
+// checkAbove walks up from the held directory by "..", checking each
+// directory above it, as the kernel sees them whatever path was given.
+func (s *Spool) checkAbove(dfd int, st unix.Stat_t) error {
+	cur, err := unix.Openat(dfd, ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("spool %s: %w", s.Dir, err)
+	}
+	defer func() { unix.Close(cur) }()
+	for depth := 0; depth < 4096; depth++ {
+		up, err := unix.Openat(cur, "..", unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("spool %s: the directory above it: %w", s.Dir, err)
+		}
+		unix.Close(cur)
+		cur = up
+		var ust unix.Stat_t
+		if err := unix.Fstat(up, &ust); err != nil {
+			return fmt.Errorf("spool %s: the directory above it: %w", s.Dir, err)
+		}
+		if ust.Dev == st.Dev && ust.Ino == st.Ino {
+			return nil // "/" is its own parent
+		}
+		if why := unsafeDir(&ust); why != "" {
+			where, _ := os.Readlink("/proc/self/fd/" + strconv.Itoa(up))
+			return fmt.Errorf("spool %s: the directory %s above it is %s, and this daemon runs as root: that user could put another spool in its place (chown root and chmod go-w it, or move the spool)", s.Dir, where, why)
+		}
+		st = ust
+	}
+	return fmt.Errorf("spool %s: more than 4096 directories above it", s.Dir)
+}
+
+// checkPath checks every name the spool's path passes through, and that
+// the path leads to the directory held (st).
+func (s *Spool) checkPath(st unix.Stat_t) error {
+	abs, err := filepath.Abs(s.Dir)
+	if err != nil {
+		return fmt.Errorf("spool %s: %w", s.Dir, err)
+	}
+	var pst unix.Stat_t
+	if err := unix.Stat(abs, &pst); err != nil || pst.Dev != st.Dev || pst.Ino != st.Ino {
+		return fmt.Errorf("spool %s: the path no longer leads to the directory opened (replaced since)", s.Dir)
+	}
+	p := "/"
+	for _, part := range strings.Split(strings.Trim(abs, "/"), "/") {
+		if part == "" {
+			continue
+		}
+		p = filepath.Join(p, part)
+		var lst unix.Stat_t
+		if err := unix.Lstat(p, &lst); err != nil {
+			return fmt.Errorf("spool %s: %s: %w", s.Dir, p, err)
+		}
+		if why := unsafeDir(&lst); why != "" {
+			return fmt.Errorf("spool %s: %s on its path is %s, and this daemon runs as root: that user could turn the path to another spool (chown root and chmod go-w it)", s.Dir, p, why)
+		}
 	}
 	return nil
 }

@@ -137,17 +137,14 @@ func (d *Daemon) admit(it *item) (sp *spool.Spec, ok bool) {
 // it, one claimed earlier, or at the same instant with a smaller id. This
 // daemon's own runs of the chat hold its flock, so what it finds is
 // another host's. A lease this daemon has seen still for longer than its
-// own length is the recovery's.
+// length (life: no longer than this daemon's lease) is the recovery's.
 func (d *Daemon) chatElsewhere(chat, job string, mine *spool.Lease) bool {
 	ls, beats, err := d.s.ChatRunning(chat, job)
 	if err != nil {
 		return false
 	}
 	for i, l := range ls {
-		life := time.Duration(l.LeaseS * float64(time.Second))
-		if life <= 0 {
-			life = d.cfg.Lease
-		}
+		life := d.life(l)
 		// A heartbeat is live while this daemon sees it move (liveness.go),
 		// whatever the clocks of the hosts say.
 		quiet := d.silence("chat "+l.Job, beats[i].Format(time.RFC3339Nano))

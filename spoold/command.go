@@ -19,26 +19,6 @@ import (
 // clean environment, its cwd, stdin and process group. The attempt's
 // lifecycle (run.go) starts and ends what this builds.
 
-// ShellCodeVar reports whether the environment variable name, set by a
-// script job's spec, would make bash run code or change how it reads the
-// script before the gate's verdict means anything: BASH_ENV and ENV (a
-// file sourced first), exported functions (BASH_FUNC_name%%, which
-// redefine any command, git's wrappers included), SHELLOPTS and BASHOPTS
-// (xtrace, and with PS4 a command substitution at every line), the
-// prompts, and the dynamic loader's LD_* (code loaded into bash itself).
-// spoold leaves these out of a script job's environment (docs/spoold.md,
-// "A job's environment"); an argv job, which the gate does not read, keeps
-// them.
-func ShellCodeVar(name string) bool {
-	switch name {
-	case "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS1", "PS2", "PS3", "PS4",
-		"PROMPT_COMMAND", "BASH_XTRACEFD", "BASH_LOADABLES_PATH", "EXECIGNORE", "GLOBIGNORE", "IFS", "POSIXLY_CORRECT", "BASH_COMPAT":
-		return true
-	}
-	return strings.HasPrefix(name, "BASH_FUNC_") || strings.Contains(name, "%%") ||
-		strings.HasPrefix(name, "LD_")
-}
-
 // systemBash is the absolute path of the bash that runs script jobs: the
 // first of the system's usual places that holds an executable file.
 var systemBash = sync.OnceValues(func() (string, error) {
@@ -52,10 +32,17 @@ var systemBash = sync.OnceValues(func() (string, error) {
 
 // command builds the job's process: argv executed directly (never through
 // a shell), a script read by bash from a pipe; a clean environment; its
-// own process group.
+// own session and process group (the job's pid is both).
 func (r *run) command() (*exec.Cmd, error) {
 	d, sp := r.d, r.sp
-	env := r.env()
+	env, dropped := r.env()
+	if len(dropped) > 0 {
+		// Said before anything runs: the script sees spoold's values
+		// of these, or none, and its history says why.
+		text := "env: " + strings.Join(dropped, ", ") + " not passed to the script (a script job's env is an allowlist: docs/spoold.md)"
+		r.event(spool.Event{Type: spool.EventWorker, Text: text})
+		r.log.WithField("names", strings.Join(dropped, ",")).Warn("script job's env: names left out")
+	}
 	dir := sp.Cwd
 	if dir == "" {
 		dir = d.cfg.Dir
@@ -93,7 +80,7 @@ func (r *run) command() (*exec.Cmd, error) {
 		return nil, err
 	}
 	return &exec.Cmd{Path: path, Args: argv, Env: env, Dir: dir, Stdin: stdin,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}, nil
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true}}, nil
 }
 
 // devNull is /dev/null, opened once for reading and given to every job as
@@ -115,7 +102,9 @@ func (n *devNull) get() (*os.File, error) {
 
 // env is the job's environment: the daemon's base (PATH, HOME, LANG...),
 // then the spec's env, then the SPOOL_* variables, which nothing overrides.
-func (r *run) env() []string {
+// A script job's spec sets only what the allowlist allows (scriptenv.go);
+// the names it left out are returned, sorted.
+func (r *run) env() (env, dropped []string) {
 	m := make(map[string]string)
 	for _, kv := range r.d.cfg.Env {
 		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
@@ -123,8 +112,9 @@ func (r *run) env() []string {
 		}
 	}
 	for k, v := range r.sp.Env {
-		if r.sp.Script != nil && ShellCodeVar(k) {
-			continue // see ShellCodeVar: it would run code the gate never saw
+		if r.sp.Script != nil && !r.d.scriptEnv.Allows(k, v) {
+			dropped = append(dropped, k)
+			continue
 		}
 		m[k] = v
 	}
@@ -134,12 +124,13 @@ func (r *run) env() []string {
 	m["SPOOL_EVENTS"] = filepath.Join(r.d.root, r.job+spool.ExtEvents)
 	m["SPOOL_ATTEMPT"] = strconv.Itoa(r.lease.Attempt)
 	m["SPOOL_WORKER"] = r.d.cfg.Worker
-	env := make([]string, 0, len(m))
+	env = make([]string, 0, len(m))
 	for k, v := range m {
 		env = append(env, k+"="+v)
 	}
 	sort.Strings(env)
-	return env
+	sort.Strings(dropped)
+	return env, dropped
 }
 
 func getenv(env []string, key string) string {

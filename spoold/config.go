@@ -57,6 +57,17 @@ type Config struct {
 	// HOME, LANG and a few more from its own); the spec's env goes over
 	// it and the SPOOL_* variables over both.
 	Env []string
+	// ScriptEnv adds names (NAME, or PREFIX* for a prefix) to what a
+	// script job's spec may set in its env beyond the default allowlist
+	// (docs/spoold.md, "A script job's environment"); a name that may
+	// choose what an allowed command runs (PATH, HOME, GIT_*...) is
+	// refused by New.
+	ScriptEnv []string
+	// Cgroup is how jobs are ended with their run: CgroupAuto (the
+	// default) in a cgroup per job where spoold can make one, CgroupOn
+	// the same or Run fails, CgroupOff by process group and session only
+	// (docs/spoold.md, "Ending what a job started").
+	Cgroup string
 	// Dir is the working directory of a job whose spec names none, and
 	// what a relative cwd is relative to (default spoold's own).
 	Dir string
@@ -86,6 +97,13 @@ type Config struct {
 func (c *Config) fill() error {
 	if c.Spool == nil {
 		return errors.New("spoold: no spool")
+	}
+	switch c.Cgroup {
+	case "":
+		c.Cgroup = CgroupAuto
+	case CgroupAuto, CgroupOn, CgroupOff:
+	default:
+		return fmt.Errorf("spoold: cgroup %q: want auto, on or off", c.Cgroup)
 	}
 	if c.Workers <= 0 {
 		c.Workers = 1

@@ -56,7 +56,9 @@ type Daemon struct {
 	intOnce   sync.Once
 	bg        sync.WaitGroup // recoveries and cancels under way
 
-	devNull devNull // every job's stdin (run.go)
+	devNull   devNull    // every job's stdin (run.go)
+	scriptEnv *ScriptEnv // what a script job's spec may set (scriptenv.go)
+	cg        *cgroups   // where its jobs' cgroups are made; nil: none (cgroup.go)
 
 	rootSeen sighting // the root's stamp at the last polls (poll)
 
@@ -84,6 +86,9 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	d.pst, _ = spool.ProcessStart(d.pid)
 	d.q = newQueue(d.now)
+	if d.scriptEnv, err = NewScriptEnv(cfg.ScriptEnv); err != nil {
+		return nil, fmt.Errorf("spoold: %w", err)
+	}
 	return d, nil
 }
 
@@ -104,6 +109,9 @@ func (d *Daemon) StopNow() {
 // those still running and queues them again (or ends them, per their
 // attempts), and returns nil. It returns an error only if it cannot start.
 func (d *Daemon) Run(ctx context.Context) error {
+	if err := d.startCgroups(ctx); err != nil {
+		return err
+	}
 	if d.cfg.Poll <= 0 {
 		// The watch goes on before the first scan, or a marker created in
 		// between would never be seen. It watches the root directory, never
@@ -472,8 +480,11 @@ func (d *Daemon) lease(chat string) spool.Lease {
 }
 
 // permanent reports whether an error reading a document will not go away by
-// trying again: the job must end rather than wait.
+// trying again: the job must end rather than wait. A spec this daemon may
+// not read (root's 0600 hand submission, say) is one: it waited for ever,
+// "cannot read spec; will retry".
 func permanent(err error) bool {
 	return errors.Is(err, spool.ErrCorrupt) || errors.Is(err, spool.ErrNotRegular) ||
-		errors.Is(err, spool.ErrTooLarge) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, spool.ErrInvalidID)
+		errors.Is(err, spool.ErrTooLarge) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, spool.ErrInvalidID) ||
+		errors.Is(err, fs.ErrPermission)
 }

@@ -86,16 +86,12 @@ func (r *run) startBeat() *beat {
 			why := fmt.Sprintf("no heartbeat for %v (the spool does not answer): the job is ended before its lease can expire elsewhere", since.Round(time.Millisecond))
 			r.log.Warn(why)
 			d.cfg.Metrics.LeaseLost()
-			if r.pgid > 0 {
-				signalGroup(r.pgid, syscall.SIGTERM)
-			}
+			r.signal(syscall.SIGTERM)
 			b.fence <- why
 			select {
 			case <-b.done:
 			case <-time.After(d.cfg.KillGrace):
-				if r.pgid > 0 {
-					signalGroup(r.pgid, syscall.SIGKILL)
-				}
+				r.signal(syscall.SIGKILL)
 			}
 			return
 		}

@@ -16,9 +16,9 @@ import (
 // rate are not relayed to the chat (one note says how many), and below the
 // free-space floor no new job is claimed.
 
-// limitEvery is how often a running job's log and events are measured: a
-// job writing at disk speed overshoots its limit by at most this much of
-// writing.
+// limitEvery is how often a running job's log and events are measured (a
+// job writing at disk speed overshoots their limit by at most this much
+// of writing), and how often at most its log is cut.
 const limitEvery = 50 * time.Millisecond
 
 // syncSlice is the most events one pass of the run's loop folds into the
@@ -29,12 +29,13 @@ const syncSlice = 8192
 // syncBudget is how long one pass of the loop may read a flood.
 const syncBudget = 50 * time.Millisecond
 
-// watchLimits measures the job's log and events every limitEvery in a
-// goroutine of its own, until stop; an events file past its limit is sent
-// on hit (once), the job's group having been sent SIGTERM at once. stop
+// watchLimits measures the job's events, and its log when the job writes
+// the log itself (in a cgroup: output.go), every limitEvery in a goroutine
+// of its own, until stop; an events file past its limit is sent on hit
+// (once), the job's processes having been sent SIGTERM at once. stop
 // returns once the goroutine is gone: the usage it wrote may then be read.
 func (r *run) watchLimits() (hit <-chan string, stop func()) {
-	if r.use.lim.Log <= 0 && r.use.lim.Events <= 0 {
+	if r.use.lim.Events <= 0 && (r.use.lim.Log <= 0 || r.out != nil) {
 		return nil, func() {}
 	}
 	h := make(chan string, 1)
@@ -49,9 +50,7 @@ func (r *run) watchLimits() (hit <-chan string, stop func()) {
 				return
 			case <-t.C:
 				if why := r.checkLimits(); why != "" {
-					if r.pgid > 0 {
-						signalGroup(r.pgid, syscall.SIGTERM)
-					}
+					r.signal(syscall.SIGTERM)
 					h <- why
 					<-done
 					return
@@ -97,9 +96,10 @@ func askFor(def, want, ceiling int64) int64 {
 	return want
 }
 
-// usage is what a run has written against its limits. The log and events
-// fields are the limit watcher's (watchLimits) until it stops; the rate's
-// are the run loop's.
+// usage is what a run has written against its limits. The log's fields
+// are the limit watcher's (watchLimits) until it stops, or the output
+// copy's until it ends (output.go); the events' the watcher's; the rate's
+// the run loop's.
 type usage struct {
 	lim       spool.Limits
 	logCuts   int
@@ -111,32 +111,18 @@ type usage struct {
 	dropTotal int64
 	eventsCap bool // the events file passed its limit
 	stuck     bool // the watcher did not stop: its fields are not read
+	logStuck  bool // the output copy did not end: its fields are not read
 }
 
-// checkLimits measures the job's log and events: a log past its limit is
-// cut back to its first half with a line marking the cut (the job's own
-// appends go on after it); an events file past its limit returns the
+// checkLimits measures the job's log, when the job writes it itself, and
+// cuts it past its limit (without a cgroup, the copy of the job's output
+// does, output.go); and the job's events: past their limit it returns the
 // reason to end the job.
 func (r *run) checkLimits() (stop string) {
 	d, u := r.d, &r.use
-	if u.lim.Log > 0 {
+	if u.lim.Log > 0 && r.out == nil {
 		if fi, err := d.s.Stat(r.job + spool.ExtLog); err == nil && fi.Size() > u.lim.Log {
-			head, tail := u.lim.Log/2, u.lim.Log/4
-			mark := fmt.Sprintf("\n[spoold: this log passed its limit of %s: %s cut here. Above: its first %s; below: the newest output]\n",
-				spool.FormatSize(u.lim.Log), spool.FormatSize(fi.Size()-head-tail), spool.FormatSize(head))
-			n, err := d.s.CutLog(r.job, head, tail, mark)
-			if err != nil {
-				r.log.WithError(err).Warn("cannot cut the log")
-			} else if n > 0 {
-				if u.logCuts == 0 {
-					text := fmt.Sprintf("log passed its limit of %s: cut to its first half and its newest quarter, and again each time it passes it", spool.FormatSize(u.lim.Log))
-					r.event(spool.Event{Type: spool.EventWorker, Text: text})
-					r.log.WithField("limit", "log").Warn(text)
-				}
-				u.logCuts++
-				u.logCut += n
-				d.cfg.Metrics.LimitHit("log")
-			}
+			r.cutLog(fi.Size())
 		}
 	}
 	if u.lim.Events > 0 && !u.eventsCap {
@@ -147,6 +133,31 @@ func (r *run) checkLimits() (stop string) {
 		}
 	}
 	return ""
+}
+
+// cutLog cuts the job's log, size bytes and past its limit, back to its
+// first half and its newest quarter with a line marking the cut (the
+// job's output goes on after it). Called by the limit watcher or the copy
+// of the output, whichever writes the log's usage.
+func (r *run) cutLog(size int64) {
+	d, u := r.d, &r.use
+	lim := u.lim.Log
+	n, err := d.s.CutLog(r.job, lim/2, lim/4, logMark(lim, size))
+	if err != nil {
+		r.log.WithError(err).Warn("cannot cut the log")
+		return
+	}
+	if n == 0 {
+		return
+	}
+	if u.logCuts == 0 {
+		text := fmt.Sprintf("log passed its limit of %s: cut to its first half and its newest quarter, and again each time it passes it", spool.FormatSize(lim))
+		r.event(spool.Event{Type: spool.EventWorker, Text: text})
+		r.log.WithField("limit", "log").Warn(text)
+	}
+	u.logCuts++
+	u.logCut += n
+	d.cfg.Metrics.LimitHit("log")
 }
 
 // admit says whether an event read from the job's file is relayed to the
@@ -202,7 +213,7 @@ func (u *usage) hits() []string {
 	if u.stuck {
 		return nil
 	}
-	if u.logCuts > 0 {
+	if u.logCuts > 0 && !u.logStuck {
 		out = append(out, fmt.Sprintf("log: cut %d times, %s not kept (limit %s)", u.logCuts, spool.FormatSize(u.logCut), spool.FormatSize(u.lim.Log)))
 	}
 	if u.dropTotal > 0 {

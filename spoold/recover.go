@@ -70,9 +70,10 @@ func (d *Daemon) recoverAll() {
 
 // judge reads a lease and says whether its worker is dead: on this host,
 // its pid is gone or is a newer process (start time, boot id); on any
-// host, its heartbeat has not moved for its lease as this daemon watched
-// it (liveness.go: no clock of another host is believed; a lease of this
-// daemon's own too, unless one of its runs or claims holds it). An
+// host, its heartbeat has not moved for its lease (life: no longer than
+// this daemon's) as this daemon watched it (liveness.go: no clock of
+// another host is believed; a lease of this daemon's own too, unless one
+// of its runs or claims holds it). An
 // unreadable lease is a claim in progress until it has stood still, its
 // times and size unchanged, for the lease (a claim's rename sets the
 // ctime, its write makes a new file).
@@ -106,11 +107,7 @@ func (d *Daemon) judge(job string) (*spool.Lease, fs.FileInfo, bool) {
 		// anyone's. Our pid is alive, so only the heartbeat can say so.
 	}
 	known, alive := l.Alive(d.cfg.Host, d.boot)
-	length := l.Duration()
-	if length <= 0 {
-		length = d.cfg.Lease
-	}
-	stale := d.silence(job, fileStamp(fi)) >= length
+	stale := d.silence(job, fileStamp(fi)) >= d.life(l)
 	return l, fi, (known && !alive) || stale
 }
 

@@ -21,6 +21,13 @@ import (
 const (
 	coalesce  = 20 * time.Millisecond
 	keepalive = 4 * time.Second
+	// progressRate is what writing one chat's progress may cost a second,
+	// in bytes, with one largest document's worth of burst: a job whose
+	// output makes large documents gets them rewritten less often, never
+	// more than this (a document of 10 KiB, 50 times a second, never
+	// reaches it).
+	progressRate  = 1 << 20
+	progressBurst = spool.MaxProgressSize
 	// recordPGID is when (at the latest) a job's process group is written
 	// into its lease.
 	recordPGID = time.Second
@@ -56,9 +63,13 @@ type run struct {
 	ap        *spool.EventAppender // spoold's own appends to <job>.events
 	p         spool.Progress
 	lastFlush time.Time
+	budget    budget          // the bytes of progress it may write (progressRate)
+	due       time.Time       // a flush the budget put off is due then
 	watching  bool            // chats/<chat>/ is watched for an answer
 	answered  map[string]bool // question ids answered by an event we appended
 	pgid      int
+	cg        *jobCgroup // its cgroup, when jobs run in cgroups (cgroup.go)
+	out       *output    // the copy of its stdout and stderr to its log (output.go)
 	started   time.Time
 	reason    ending
 	timeout   time.Duration
@@ -119,6 +130,9 @@ func (d *Daemon) execute(sp *spool.Spec, l *spool.Lease, prev *spool.Lease, chat
 	}
 	r.event(spool.Event{Type: spool.EventStart, Text: fmt.Sprintf("attempt %d started by %s", l.Attempt, d.cfg.Worker)})
 	r.sync()
+	if !r.due.IsZero() {
+		r.flush(true) // before the job runs, whatever the budget
+	}
 	exited, err := r.start(specLock, chatLock)
 	if err != nil {
 		r.end(spool.Failed, nil, err.Error())
@@ -165,21 +179,30 @@ func (r *run) preflight(prev *spool.Lease) *os.File {
 	return specLock
 }
 
-// start starts the job's process with its log, the two locks and, for a
-// script, the pipe bash reads it from; the locks are closed here either
-// way (the child holds them). exited receives the process's end.
+// start starts the job's process with its cgroup, its stdout, the two
+// locks and, for a script, the pipe bash reads it from; the locks are
+// closed here either way (the child holds them). exited receives the
+// process's end.
 func (r *run) start(specLock, chatLock *os.File) (exited <-chan error, err error) {
 	defer specLock.Close()
 	cmd, err := r.command()
 	if err != nil {
 		return nil, err
 	}
-	logf, err := r.d.s.OpenLog(r.job)
+	if d := r.d; d.cg != nil {
+		cg, err := d.cg.make(r.job, d.cfg.KillGrace)
+		if err != nil {
+			return nil, err
+		}
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(cg.dir.Fd())
+		r.cg = cg
+	}
+	stdout, started, err := r.stdout()
 	if err != nil {
+		r.dropCgroup()
 		return nil, err
 	}
-	defer logf.Close()
-	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Stdout, cmd.Stderr = stdout, stdout
 	// fd 3 and 4: the spec's and the chat's locks, inherited by every
 	// process the job starts, so that the kernel tells for certain whether
 	// any of them still lives. fd 5: the script, for bash to read.
@@ -187,11 +210,14 @@ func (r *run) start(specLock, chatLock *os.File) (exited <-chan error, err error
 	var script, scriptW *os.File
 	if r.sp.Script != nil {
 		if script, scriptW, err = os.Pipe(); err != nil {
+			started(false)
+			r.dropCgroup()
 			return nil, fmt.Errorf("cannot start bash: %v", err)
 		}
 		cmd.ExtraFiles = append(cmd.ExtraFiles, script)
 	}
 	err = cmd.Start()
+	started(err == nil)
 	if script != nil {
 		script.Close()
 	}
@@ -199,7 +225,11 @@ func (r *run) start(specLock, chatLock *os.File) (exited <-chan error, err error
 		if scriptW != nil {
 			scriptW.Close()
 		}
+		r.dropCgroup()
 		return nil, fmt.Errorf("cannot start %q: %v", cmd.Args[0], err)
+	}
+	if r.cg != nil {
+		r.cg.started()
 	}
 	if scriptW != nil {
 		go func() {
@@ -211,6 +241,40 @@ func (r *run) start(specLock, chatLock *os.File) (exited <-chan error, err error
 	ch := make(chan error, 1)
 	go func() { ch <- cmd.Wait() }()
 	return ch, nil
+}
+
+// stdout is what the job's stdout and stderr are: with a cgroup, the
+// log's own descriptor (no process of the job outlives the run, and one
+// that lives on when spoold dies is not cut off from its output: it ends
+// when the next attempt or a recoverer ends it, its TERM trap run); without
+// one, the pipe spoold copies into the log (output.go). started(ok) is
+// called once the job has started, or failed to.
+func (r *run) stdout() (w *os.File, started func(ok bool), err error) {
+	if r.cg != nil {
+		log, err := r.d.s.OpenLog(r.job)
+		if err != nil {
+			return nil, nil, err
+		}
+		return log, func(bool) { log.Close() }, nil
+	}
+	out, err := r.openOutput()
+	if err != nil {
+		return nil, nil, err
+	}
+	return out.wr, func(ok bool) {
+		out.started(ok)
+		if ok {
+			r.out = out
+		}
+	}, nil
+}
+
+// dropCgroup removes the cgroup of a job that did not start.
+func (r *run) dropCgroup() {
+	if r.cg != nil {
+		r.cg.remove()
+		r.cg = nil
+	}
 }
 
 // lockSpec takes the spec's lock for the new attempt. If some process of
@@ -341,14 +405,19 @@ func (r *run) loop(exited <-chan error) {
 		case <-hard:
 			hard = nil
 			r.stop(k, endShutdown, "interrupted by shutdown: ending the job")
-			signalGroup(r.pgid, syscall.SIGKILL)
+			r.signal(syscall.SIGKILL)
 		case <-k.killC:
 			k.killC = nil
-			signalGroup(r.pgid, syscall.SIGKILL)
+			r.signal(syscall.SIGKILL)
 		}
 		// keep is reset by every flush; drain a tick it raced with.
 		if !r.lastFlush.IsZero() {
 			resetTimer(k.keep, keepalive-time.Since(r.lastFlush))
+		}
+		// A flush the budget put off is made when it allows.
+		if !r.due.IsZero() && k.flushC == nil {
+			k.flush = time.NewTimer(max(time.Until(r.due), time.Millisecond))
+			k.flushC = k.flush.C
 		}
 	}
 }
@@ -400,9 +469,9 @@ func (k *clocks) stopAll() {
 	}
 }
 
-// stop ends the job's process group: SIGTERM now, SIGKILL after the kill
-// grace. The first reason given is the one the job ends with; the event
-// and the log line say it once.
+// stop ends the job's processes (its group, its cgroup): SIGTERM now,
+// SIGKILL after the kill grace. The first reason given is the one the job
+// ends with; the event and the log line say it once.
 func (r *run) stop(k *clocks, why ending, text string) {
 	if r.reason == endNone {
 		r.reason = why
@@ -413,7 +482,7 @@ func (r *run) stop(k *clocks, why ending, text string) {
 			r.log.Info(text)
 		}
 	}
-	signalGroup(r.pgid, syscall.SIGTERM)
+	r.signal(syscall.SIGTERM)
 	if k.kill == nil {
 		k.kill = time.NewTimer(r.d.cfg.KillGrace)
 		k.killC = k.kill.C
@@ -442,25 +511,41 @@ func resetTimer(t *time.Timer, d time.Duration) {
 	t.Reset(d)
 }
 
-// exited ends the attempt once its main process is gone: what it left in
-// its group is ended too (the locks it inherited would otherwise keep the
-// chat busy), and then the result and the last progress are written.
+// exited ends the attempt once its main process is gone: what it left (in
+// its cgroup, its group, its session, or holding its locks or its output)
+// is ended too (the locks it inherited would otherwise keep the chat
+// busy, and its output would run on past the run), the copy of its
+// output is finished, and then the result and the last progress are
+// written.
 func (r *run) exited(werr error) {
 	if r.beat != nil && r.beat.fenced.Load() {
 		// Cut off: nothing more is written for the job, and nothing of
 		// the spool is touched (it may hang); whoever recovers the job
 		// once its lease has expired owns it.
-		signalGroup(r.pgid, syscall.SIGKILL)
+		r.signal(syscall.SIGKILL)
+		if r.out != nil {
+			r.out.stop()
+		}
+		if cg := r.cg; cg != nil {
+			go func() { cg.wait(2 * time.Second); cg.remove() }()
+		}
 		r.log.Warn("fenced: the job was ended while the spool did not answer; writing nothing")
 		return
 	}
 	d := r.d
 	// The run's heartbeat (fence.go) goes on until the loop returns: the
 	// lease stays fresh while what the job left is ended.
-	ok := d.endAttempt(r.job, r.sp.Chat, r.pgid, d.cfg.KillGrace)
-	if !ok {
+	a := attempt{job: r.job, chat: r.sp.Chat, pgid: r.pgid, sid: r.pgid, out: r.out, cg: r.cg}
+	if r.out != nil && !d.attemptAlive(r.job) {
+		// The copy sees the end of the output within moments of the
+		// main process's exit, when nothing else holds it: the usual
+		// case, which asks nothing of /proc.
+		r.out.wait(20 * time.Millisecond)
+	}
+	if !d.end(a, d.cfg.KillGrace) {
 		r.log.Warn("a process of the job left its group and still holds the spec lock")
 	}
+	r.finishOutput()
 	var exit *int
 	var ps *os.ProcessState
 	var ee *exec.ExitError
@@ -511,6 +596,22 @@ func (r *run) exited(werr error) {
 	}
 }
 
+// finishOutput waits for the copy of the job's output (a job without a
+// cgroup) to end, every writer gone, so that the log is whole before the
+// result says the job ended. A writer that outlived all of end has its
+// pipe closed under it: it gets EPIPE, and the log nothing more.
+func (r *run) finishOutput() {
+	o := r.out
+	if o == nil || o.wait(2*time.Second) {
+		return
+	}
+	r.log.Warn("a process of the job outlived it and still holds its output: closing the output, the log gets nothing more")
+	o.stop()
+	if !o.wait(2 * time.Second) {
+		r.use.logStuck = true // the copy is stuck writing the log: its counts are not read
+	}
+}
+
 // event appends one of spoold's own events to the job's events file, which
 // is the one history of the job; it reaches the progress by the reader.
 func (r *run) event(ev spool.Event) {
@@ -541,7 +642,7 @@ func (r *run) sync() {
 		default:
 		}
 	}
-	r.flush()
+	r.flush(false)
 	if r.p.Question != nil && !r.watching {
 		r.watchAnswers()
 		r.checkAnswer()
@@ -579,13 +680,55 @@ func (r *run) fold(max int) (more bool, err error) {
 	return r.er.EachN(max, add)
 }
 
-func (r *run) flush() {
-	if err := r.d.s.WriteProgress(&r.p); err != nil {
+// flush writes the progress document, if the chat's budget allows it now
+// (or force: the first and the last document of the run); else it is put
+// off, and r.due says until when. Every written document is counted
+// against the budget, forced ones too.
+func (r *run) flush(force bool) {
+	now := time.Now()
+	if wait := r.budget.wait(now); wait > 0 && !force {
+		r.due = now.Add(wait)
+		return
+	}
+	r.due = time.Time{}
+	n, err := r.d.s.WriteProgressN(&r.p)
+	if err != nil {
 		r.log.WithError(err).Warn("writing progress")
 	} else {
 		r.d.cfg.Metrics.Flushed()
 	}
-	r.lastFlush = time.Now()
+	r.budget.spend(n, now)
+	r.lastFlush = now
+}
+
+// budget is a token bucket of bytes, refilled at progressRate up to
+// progressBurst; its zero value is full. Spending may take it below zero; nothing more is allowed
+// until it is back at zero, so what is written over any span t is at most
+// progressBurst + progressRate*t + one document.
+type budget struct {
+	tokens float64
+	at     time.Time
+}
+
+func (b *budget) refill(now time.Time) {
+	if d := now.Sub(b.at); d > 0 {
+		b.tokens = min(progressBurst, b.tokens+d.Seconds()*progressRate)
+		b.at = now
+	}
+}
+
+// wait is how long until a write is allowed (0: now).
+func (b *budget) wait(now time.Time) time.Duration {
+	b.refill(now)
+	if b.tokens >= 0 {
+		return 0
+	}
+	return time.Duration(-b.tokens / progressRate * float64(time.Second))
+}
+
+func (b *budget) spend(n int, now time.Time) {
+	b.refill(now)
+	b.tokens -= float64(n)
 }
 
 // watchAnswers watches chats/<chat>/ for answer.json while the run lives
@@ -688,7 +831,7 @@ func (r *run) end(st spool.State, exit *int, errText string) {
 	r.fold(0)
 	r.p.State, r.p.Done, r.p.Exit, r.p.Error = st, true, exit, res.Error
 	r.p.Question = nil
-	r.flush()
+	r.flush(true)
 	d.cfg.Metrics.Ended(string(st), time.Since(r.started))
 	e := r.log.WithFields(logrus.Fields{"state": st, "duration": time.Since(r.started).Round(time.Millisecond).String()})
 	if exit != nil {
@@ -713,7 +856,7 @@ func (r *run) requeue(why string, notBefore time.Time) {
 	r.event(spool.Event{Type: spool.EventWorker, Text: text})
 	r.fold(0)
 	r.p.State, r.p.Question = spool.Queued, nil
-	r.flush()
+	r.flush(true)
 	ok, err := d.s.Requeue(r.lease, notBefore)
 	if err != nil || !ok {
 		r.log.WithError(err).Warn("could not queue the job again; recovery will")

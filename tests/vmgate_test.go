@@ -6,6 +6,7 @@ package tests
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmspool/vmspool/spool"
 	"github.com/vmspool/vmspool/vmgate"
 )
 
@@ -160,4 +162,91 @@ func TestVmgateCheckJSONMatchesPackage(t *testing.T) {
 			t.Errorf("check --json -c %q:\n%s\nwant\n%s", script, a, b)
 		}
 	}
+}
+
+// gateHostile are scripts that cost the gate the most memory, each
+// refused: 1 MiB of ! in a test (836 MB of stack for one decision before
+// the scan counted it), the densest trees the scan lets through, walked
+// whole to a git write at their end, and values that double until the
+// walk's memory budget runs out.
+func gateHostile() []string {
+	const mib = 1 << 20
+	double := "a=" + strings.Repeat("x", 32768) + "\nb=$a$a\n"
+	var vars strings.Builder
+	for i := range 19000 {
+		fmt.Fprintf(&vars, "v%d=$b\n", i)
+	}
+	return []string{
+		"[[ " + strings.Repeat("! ", (mib-10)/2) + "a ]]",
+		"[[ " + strings.Repeat("a && ", (mib-10)/5) + "a ]]",
+		strings.Repeat("a|", vmgate.MaxNodes/2-8) + "a\ngit push\n",
+		strings.Repeat("a&&", vmgate.MaxNodes/3-8) + "a\ngit push\n",
+		"echo " + strings.Repeat("$a ", vmgate.MaxNodes/2-8) + "\ngit push\n",
+		double + vars.String(),
+		double + "echo " + strings.Repeat("$b$b$b$b ", 2000) + "\n",
+		"[[ " + strings.Repeat("! ", (mib-10)/2) + "a ]]",
+	}
+}
+
+// Hardening, second round, item 8: the gate's memory. `!` and `&&` were not
+// counted by the size limits: 1 MiB of `[[ ! ! ... a ]]` cost 836 MB a
+// decision, and spoold deciding eight at once reached 4.3 GB. Now every
+// node is counted before the parse, the walk has a memory budget, and the
+// decisions of a process reserve what they may take from one pool
+// (docs/gate.md, "Limits"): spoold with eight workers, handed eight
+// hostile scripts at once, and vmgate serve, handed them in turn, refuse
+// each and stay within a few hundred MB.
+func TestVmgateHostileMemory(t *testing.T) {
+	scripts := gateHostile()
+	dir := newSpool(t)
+	work := t.TempDir()
+	var jobs []string
+	for i, src := range scripts {
+		f := filepath.Join(work, fmt.Sprintf("hostile%d.sh", i))
+		if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		jobs = append(jobs, spooldSubmit(t, dir, "--chat", fmt.Sprintf("hostile%d", i), "--script", f))
+	}
+	good := spooldSubmit(t, dir, "--chat", "other", "--", "true")
+	p := spooldStart(t, dir, "--workers", "8")
+	s := openSpool(t, dir, 200)
+	for _, job := range jobs {
+		r := waitEnd(t, s, job, 120*time.Second, 50*time.Millisecond)
+		if r.State != spool.Failed || r.Error == nil || !strings.Contains(*r.Error, "vmgate refused") {
+			t.Errorf("hostile job %s ended %s: %s", job, r.State, errText(r.Error))
+		}
+	}
+	if r := waitEnd(t, s, good, 60*time.Second, 50*time.Millisecond); r.State != spool.Done {
+		t.Errorf("the other chat's job ended %s", r.State)
+	}
+	spooldPeak := attackPeakMB(t, p.cmd.Process.Pid)
+
+	g := vmgateServe(t, dir)
+	for i, src := range scripts {
+		vmgateSubmit(t, filepath.Join(dir, "gate"), fmt.Sprintf("hostile%d", i), src)
+	}
+	for i := range scripts {
+		var v struct {
+			Allowed bool    `json:"allowed"`
+			Reason  *string `json:"reason"`
+		}
+		if err := json.Unmarshal(vmgateWait(t, filepath.Join(dir, "gate", "out", fmt.Sprintf("hostile%d.json", i))), &v); err != nil || v.Allowed {
+			t.Errorf("vmgate serve, hostile%d: %+v %v", i, v, err)
+		}
+	}
+	servePeak := attackPeakMB(t, g.cmd.Process.Pid)
+	// The bounds are generous (the race detector's own memory included):
+	// the point is the order of magnitude, gigabytes before.
+	if spooldPeak > 1024 || servePeak > 1024 {
+		t.Errorf("peak memory: spoold %.0f MB, vmgate serve %.0f MB", spooldPeak, servePeak)
+	}
+	t.Logf("peak memory deciding %d hostile scripts: spoold (8 workers) %.0f MB, vmgate serve %.0f MB", len(scripts), spooldPeak, servePeak)
+}
+
+func errText(e *string) string {
+	if e == nil {
+		return "no error"
+	}
+	return *e
 }

@@ -64,3 +64,18 @@ func BenchmarkCheck200Lines(b *testing.B) {
 	}
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "decisions/s")
 }
+
+// BenchmarkCheckWorst decides the costliest script the limits let
+// through whole: a pipe of MaxNodes one-letter commands, walked to its
+// end (hostile in TestDecisionCeiling). Bound: about a second, and what
+// the decision reserves (cost).
+func BenchmarkCheckWorst(b *testing.B) {
+	src := hostile["a pipe of MaxNodes"].script()
+	b.ReportAllocs()
+	n := 0
+	for b.Loop() {
+		Check(src)
+		n++
+	}
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "decisions/s")
+}

@@ -6,6 +6,7 @@ package vmgate
 
 import (
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"strings"
 
@@ -16,14 +17,7 @@ import (
 // exec decides one command as bash would run it: argv are its fields
 // after expansion. Commands that run other commands are unwrapped.
 func (w *walker) exec(argv []field, c *callCtx) {
-	if w.done || len(argv) == 0 {
-		return
-	}
-	w.steps++
-	if w.steps > maxSteps {
-		line, col, text := w.where(c.node)
-		w.record(&finding{reason: ReasonUndecidable, line: line, col: col, text: text, why: "the script is too large or nests too deep to read", fatal: true})
-		w.done = true
+	if w.done || len(argv) == 0 || !w.tick(1) {
 		return
 	}
 	head := argv[0]
@@ -32,15 +26,8 @@ func (w *walker) exec(argv []field, c *callCtx) {
 		w.dynamicCommand(argv, c)
 		return
 	}
-	if to, ok := w.renamed(head); ok {
-		// hash -p /usr/bin/git g; g push: g is git.
-		if to == maybeGit {
-			w.dynamicCommand(append([]field{{s: string(dynMark), dyn: true, hint: "git"}}, argv[1:]...), c)
-			return
-		}
-		argv = append([]field{{s: to}}, argv[1:]...)
-		head, base = argv[0], to
-	}
+	// The name as written is looked up first: aliases and functions
+	// come before any program, a program the script wrote before others.
 	plain := !strings.Contains(head.s, "/")
 	if plain && w.expandAliases && !head.quoted && c.callWord != nil {
 		if v, ok := w.aliases[head.s]; ok {
@@ -60,9 +47,33 @@ func (w *walker) exec(argv []field, c *callCtx) {
 			return
 		}
 	}
+	// argv[0]: what the program is called, the word as written unless
+	// exec -a (or env -a) named it otherwise. It applies to this program
+	// only, not to what the program runs.
+	argv0 := head
+	if c.argv0 != nil {
+		argv0 = *c.argv0
+	}
+	if to, ok := w.renamed(head); ok {
+		// hash -p /usr/bin/git g; g push: g is git.
+		if to == maybeGit {
+			w.dynamicCommand(append([]field{{s: string(dynMark), dyn: true, hint: "git"}}, argv[1:]...), c)
+			return
+		}
+		base = to
+	}
 	args := argv[1:]
-	if strings.HasPrefix(base, "git-") && len(base) > 4 {
+	switch {
+	case base == "git":
+		w.gitByName(argv0, args, c)
+		return
+	case strings.HasPrefix(base, "git-") && len(base) > 4:
 		w.gitSub(base[4:], args, c)
+		if name, _ := commandName(argv0); name != base && !w.done {
+			// A git-<cmd> of git's own is git itself, which runs by its
+			// name: named otherwise, it may run what the arguments say.
+			w.gitByName(argv0, args, c)
+		}
 		return
 	}
 	if base != "git" && w.g.rules != nil {
@@ -73,6 +84,7 @@ func (w *walker) exec(argv []field, c *callCtx) {
 	inner := *c
 	inner.noFunc = true
 	inner.callWord = nil
+	inner.argv0 = nil
 	if wr, ok := wrappers[base]; ok {
 		w.wrapper(wr, args, &inner)
 		return
@@ -87,6 +99,8 @@ func (w *walker) command(base string, args []field, c, inner *callCtx) {
 	switch base {
 	case "builtin":
 		w.builtin(args, inner)
+	case "exec":
+		w.execBuiltin(args, inner)
 	case "git":
 		w.git(args, c)
 	case "bash", "sh", "dash", "zsh", "ksh", "ash", "mksh", "rbash":
@@ -134,8 +148,10 @@ func (w *walker) command(base string, args []field, c, inner *callCtx) {
 	case "printf":
 		w.printf(args, c)
 	case "echo":
-		out, ok := echoOutput(args)
-		w.produce(c, out, ok)
+		if c.capture != nil {
+			out, ok := echoOutput(args)
+			w.produce(c, out, ok)
+		}
 	case "tee":
 		w.tee(args, c)
 	case "cp", "mv":
@@ -159,6 +175,85 @@ func (w *walker) builtin(args []field, inner *callCtx) {
 	}
 }
 
+// gitByName runs git as git runs itself: by the last element of its
+// argv[0], not by the file it is. Named git-<cmd> (a link or a copy of that
+// name, exec -a git-<cmd>) it runs the builtin <cmd> with the arguments,
+// and dies if there is none; named otherwise, the arguments name the
+// subcommand.
+func (w *walker) gitByName(argv0 field, args []field, c *callCtx) {
+	name, known := commandName(argv0)
+	if !known {
+		w.undecidable(c, "git's name (argv[0]) is only known at run time, and git named git-<cmd> runs <cmd>")
+		return
+	}
+	if sub, ok := strings.CutPrefix(name, "git-"); ok && sub != "" {
+		w.gitSub(sub, args, c)
+		return
+	}
+	w.git(args, c)
+}
+
+// execBuiltin is bash's exec [-cl] [-a NAME] [CMD ARGS...]: CMD runs in
+// the shell's place, named NAME (-l puts a - before its name, as a login
+// shell's).
+func (w *walker) execBuiltin(args []field, inner *callCtx) {
+	var name *field
+	login := false
+	i := 0
+loop:
+	for ; i < len(args); i++ {
+		a := args[i]
+		if a.dyn && strings.HasPrefix(a.s, "-") || a.s != "" && a.s[0] == dynMark {
+			w.dynamicCommand(args[i:], inner)
+			return
+		}
+		s := a.s
+		switch {
+		case s == "--":
+			i++
+			break loop
+		case len(s) < 2 || s[0] != '-':
+			break loop
+		}
+		for j := 1; j < len(s); j++ {
+			switch s[j] {
+			case 'c':
+			case 'l':
+				login = true
+			case 'a':
+				f := a
+				if f.s = s[j+1:]; f.s == "" {
+					if i+1 >= len(args) {
+						return
+					}
+					i++
+					f = args[i]
+				}
+				name = &f
+				j = len(s)
+			default:
+				return // exec refuses the option and runs nothing
+			}
+		}
+	}
+	if i >= len(args) {
+		return // exec with redirections only
+	}
+	in := *inner
+	switch {
+	case name != nil:
+		in.argv0 = name
+	case login:
+		in.argv0 = &args[i]
+	}
+	if login {
+		f := *in.argv0
+		f.s = "-" + f.s
+		in.argv0 = &f
+	}
+	w.exec(args[i:], &in)
+}
+
 // shopt -s expand_aliases turns aliases on.
 func (w *walker) shopt(args []field) {
 	if slices.ContainsFunc(args, func(f field) bool { return f.s == "-s" }) &&
@@ -174,7 +269,11 @@ func (w *walker) printf(args []field, c *callCtx) {
 		w.setVar(args[1].s, value{})
 		return
 	}
-	out, ok := printfOutput(args)
+	if c.capture == nil {
+		return // what it prints is followed only where it is read
+	}
+	out, made, ok := printfOutput(args)
+	w.charge(made)
 	w.produce(c, out, ok)
 }
 
@@ -253,6 +352,9 @@ func followedProgram(name string) bool {
 }
 
 func (w *walker) standFor(name, to string) {
+	if !w.charge(len(name) + fieldBytes) {
+		return
+	}
 	if w.aliasOf == nil {
 		w.aliasOf = map[string]string{}
 	}
@@ -293,7 +395,6 @@ var wrappers = map[string]wrapper{
 	"chronic":  {},
 	// command -v and -V only print.
 	"command": {noRun: func(o string) bool { return strings.ContainsAny(o, "vV") }},
-	"exec":    {opts: optSpec{short: "a"}},
 	"nice":    {opts: optSpec{short: "n", long: []string{"adjustment"}}},
 	"time":    {opts: optSpec{short: "fo", long: []string{"format", "output"}}},
 	"timeout": {opts: optSpec{short: "sk", long: []string{"signal", "kill-after"}}, skip: 1}, // the duration
@@ -449,7 +550,7 @@ func (w *walker) cat(args []field, c *callCtx) {
 }
 
 func (w *walker) produce(c *callCtx, text string, ok bool) {
-	if c.capture != nil && ok {
+	if c.capture != nil && ok && w.charge(2*len(text)) {
 		*c.capture = input{known: true, text: text}
 	}
 }
@@ -499,6 +600,9 @@ func (w *walker) dynamicCommand(argv []field, c *callCtx) {
 		w.shell(argv[1:], c)
 		return
 	}
+	if !w.charge(2 * (len(head.s) + len(head.hint))) {
+		return
+	}
 	if known := strings.ToLower(head.s + " " + head.hint); strings.Contains(known, "git") {
 		// It may well be git: judge its arguments as git's, and the words
 		// it may split into (an IFS only the run knows may cut "git:push"
@@ -532,19 +636,26 @@ func (w *walker) dynamicCommand(argv []field, c *callCtx) {
 }
 
 // mayHoldGitWrite reports whether s, cut at every character that is not
-// part of a word, holds a git write subcommand after a "git".
+// part of a word, holds a git write subcommand after a "git" (one pass:
+// s may hold up to a variable's size).
 func mayHoldGitWrite(s string) bool {
-	words := strings.FieldsFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-')
-	})
-	for i, wd := range words {
-		if wd == "git" || strings.HasSuffix(wd, "-git") {
-			for _, next := range words[i+1:] {
-				if gitWriteName(next) {
-					return true
-				}
-			}
+	isWord := func(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' }
+	seenGit := false
+	for i := 0; i < len(s); {
+		if !isWord(s[i]) {
+			i++
+			continue
 		}
+		j := i
+		for j < len(s) && isWord(s[j]) {
+			j++
+		}
+		wd := s[i:j]
+		if seenGit && gitWriteName(wd) {
+			return true
+		}
+		seenGit = seenGit || wd == "git" || strings.HasSuffix(wd, "-git")
+		i = j
 	}
 	return false
 }
@@ -670,10 +781,11 @@ loop:
 		}
 	}
 	rest := args[min(i, len(args)):]
-	if aliases && !w.expandAliases {
-		w.expandAliases = true
-		defer func() { w.expandAliases = false }()
-	}
+	// A new shell starts without the aliases of this one, and expands
+	// aliases only if interactive or told to: shopt is no environment.
+	savedOn, savedAliases := w.expandAliases, w.aliases
+	w.expandAliases, w.aliases = aliases, nil
+	defer func() { w.expandAliases, w.aliases = savedOn, savedAliases }()
 	switch {
 	case cmode:
 		if len(rest) == 0 {
@@ -735,6 +847,17 @@ func (w *walker) code(f field, c *callCtx, pos []field, keepPos bool) {
 	if hasDyn {
 		src = strings.ReplaceAll(text, string(dynMark), placeholder)
 	}
+	// A string run as code is held to the script's limits, and its tree
+	// is paid for from the walk's memory: a string in single quotes or a
+	// quoted here-document is not nested for the script's own scan.
+	big, sc := tooBig(src)
+	if big != nil {
+		w.undecidable(c, "in a string run as code, "+big.why)
+		return
+	}
+	if !w.charge(2*len(src) + treeBytes*sc.nodes) {
+		return
+	}
 	file, err := parse(src)
 	if err != nil {
 		line, col, txt := w.where(c.node)
@@ -754,28 +877,48 @@ func (w *walker) code(f field, c *callCtx, pos []field, keepPos bool) {
 		w.pos, w.posKnown = pos, true
 	}
 	w.stmts(file.Stmts, c.capture)
-	w.depth, w.src, w.placeholders = saved.depth, saved.src, saved.placeholders
+	w.depth, w.src, w.placeholders, w.cur = saved.depth, saved.src, saved.placeholders, saved.cur
 	w.oline, w.ocol = saved.oline, saved.ocol
 	w.pos, w.posKnown = saved.pos, saved.posKnown
 }
 
 func (w *walker) callFunc(name string, body *syntax.Stmt, args []field, c *callCtx) {
 	// A call the walk is already inside, with the same words, would walk
-	// the same body the same way: nothing new to see. Any other call past
-	// the limit is a limit reached, and a limit is never an allowance.
-	sig := name
+	// the same body the same way: nothing new to see. Any other call is
+	// followed while the budgets last (budget.go): deep but finite chains
+	// are read to their end, and a budget that runs out is a refusal,
+	// never an allowance.
+	if w.calling == nil {
+		w.calling = map[uint64]bool{}
+		w.callSeed = maphash.MakeSeed()
+	}
+	var h maphash.Hash
+	h.SetSeed(w.callSeed)
+	h.WriteString(name)
 	for _, a := range args {
-		sig += "\x00" + a.s
+		h.WriteByte(0)
+		h.WriteString(a.s)
 		if a.dyn {
-			sig += "\x01"
+			h.WriteByte(1)
 		}
 	}
+	sig := h.Sum64()
 	if w.calling[sig] {
 		return
 	}
-	if w.calls >= maxCalls {
-		w.undecidable(c, fmt.Sprintf("it calls functions more than %d deep", maxCalls))
-		return
+	if w.defWalk > 0 {
+		// Where a function is defined, a call in its body is read once
+		// for each words: the callee was read where it was defined, and
+		// reading it again for every caller's definition would read a
+		// chain of n functions n*n/2 times. Only a certain write counts
+		// here, and a call of the function reads its body again anyway.
+		if w.defCalled[sig] {
+			return
+		}
+		if w.defCalled == nil {
+			w.defCalled = map[uint64]bool{}
+		}
+		w.defCalled[sig] = true
 	}
 	// A refusal inside the body says which call ran it: the body's
 	// "$@" means little without the call's words.
@@ -784,16 +927,11 @@ func (w *walker) callFunc(name string, body *syntax.Stmt, args []field, c *callC
 		w.caller = fmt.Sprintf("in %s, called at line %d, col %d: %s", name, line, col, quoteCommand(text))
 		defer func() { w.caller = "" }()
 	}
-	if w.calling == nil {
-		w.calling = map[string]bool{}
-	}
 	w.calling[sig] = true
-	w.calls++
 	pos, known := w.pos, w.posKnown
 	w.pos, w.posKnown = args, true
 	w.stmt(body, nil, nil)
 	w.pos, w.posKnown = pos, known
-	w.calls--
 	delete(w.calling, sig)
 }
 
@@ -806,38 +944,106 @@ func (w *walker) defineAlias(args []field) {
 		if w.aliases == nil {
 			w.aliases = map[string]value{}
 		}
+		if !w.charge(fieldBytes) {
+			return
+		}
 		w.aliases[a.s[:i]] = value{s: a.s[i+1:], known: !a.dyn}
 	}
 }
 
 // alias expands an alias the script defined (with expand_aliases on) by
-// parsing its value followed by the rest of the command as code.
+// parsing its value followed by the rest of the command as code, with
+// bash's rules: the first word of a value is an alias too, unless it is
+// one whose value is being read (alias ls='ls -la'); and a value that ends
+// in a blank makes the next word an alias too (alias sudo='sudo '), and
+// so on down the chain.
 func (w *walker) alias(v value, c *callCtx) {
-	if !v.known {
+	ae := aliasExpansion{w: w, active: map[string]bool{}}
+	text, blank := ae.word(c.callWord.Lit())
+	rest := ""
+	if ce := c.call; ce != nil {
+		pos := int(c.callWord.End().Offset())
+		for k := 1; blank && k < len(ce.Args) && !ae.unknown; k++ {
+			wd := ce.Args[k]
+			a, b := pos, int(wd.Pos().Offset())
+			if wd.Lit() == "" || a > b || b > len(w.src) {
+				break // a quoted word, or one with an expansion, is no alias
+			}
+			var t string
+			t, blank = ae.word(wd.Lit())
+			text += w.src[a:b] + t
+			pos = int(wd.End().Offset())
+		}
+		if b := int(ce.End().Offset()); pos <= b && b <= len(w.src) {
+			rest = w.src[pos:b]
+		}
+	}
+	if ae.unknown {
 		w.undecidable(c, "it calls an alias whose value is only known at run time")
 		return
 	}
-	rest := ""
-	if ce := c.call; ce != nil {
-		a, b := int(c.callWord.End().Offset()), int(ce.End().Offset())
-		if a <= b && b <= len(w.src) {
-			rest = w.src[a:b]
+	// What bash expanded is expanded: the aliases read here are not
+	// expanded again in what they made (alias ls='ls -la' runs ls).
+	saved := map[string]value{}
+	for name := range ae.used {
+		saved[name] = w.aliases[name]
+		delete(w.aliases, name)
+	}
+	w.code(field{s: text + rest}, c, nil, true)
+	for name, v := range saved {
+		if _, redefined := w.aliases[name]; !redefined {
+			w.aliases[name] = v
 		}
-	}
-	// An alias is not expanded within its own expansion.
-	name := c.callWord.Lit()
-	delete(w.aliases, name)
-	w.code(field{s: v.s + rest}, c, nil, true)
-	if w.aliases == nil {
-		w.aliases = map[string]value{}
-	}
-	if _, redefined := w.aliases[name]; !redefined {
-		w.aliases[name] = v
 	}
 }
 
+// aliasExpansion expands the words of one command as bash's parser does.
+type aliasExpansion struct {
+	w       *walker
+	active  map[string]bool // aliases whose value is being read
+	used    map[string]bool
+	unknown bool // an alias whose value only the run knows
+}
+
+// word expands word if it is an alias, and says whether what it made
+// ends in a blank (the next word is then checked too).
+func (ae *aliasExpansion) word(word string) (string, bool) {
+	v, ok := ae.w.aliases[word]
+	if !ok || ae.active[word] || ae.unknown {
+		return word, false
+	}
+	if !v.known {
+		ae.unknown = true
+		return word, false
+	}
+	if ae.used == nil {
+		ae.used = map[string]bool{}
+	}
+	ae.used[word] = true
+	ae.active[word] = true
+	defer delete(ae.active, word)
+	// The value's first word is in the alias's place: checked too.
+	lead := len(v.s) - len(strings.TrimLeft(v.s, " \t"))
+	end := lead
+	for end < len(v.s) && strings.IndexByte(" \t\n;&|()<>'\"\\$`", v.s[end]) < 0 {
+		end++
+	}
+	first, tail := v.s[lead:end], v.s[end:]
+	if first == "" || end < len(v.s) && strings.IndexByte(" \t\n;&|", v.s[end]) < 0 {
+		return v.s, blankEnd(v.s) // quoted or joined to more: no alias
+	}
+	t, blank := ae.word(first)
+	ae.w.charge(len(t) + len(v.s))
+	if tail == "" {
+		return v.s[:lead] + t, blank
+	}
+	return v.s[:lead] + t + tail, blankEnd(tail)
+}
+
+func blankEnd(s string) bool { return s != "" && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') }
+
 func (w *walker) set(args []field) {
-	if len(args) > maxList {
+	if len(args) > maxList || !w.charge(len(args)*fieldBytes) {
 		w.pos, w.posKnown = nil, false
 		return
 	}
@@ -995,7 +1201,18 @@ func (w *walker) env(args []field, c *callCtx) {
 		}
 		switch {
 		case s == "--":
-		case s == "-u" || s == "--unset" || s == "-C" || s == "--chdir" || s == "-a" || s == "--argv0":
+		case s == "-a" || s == "--argv0":
+			// newer coreutils: the command's argv[0]
+			if i+1 < len(args) {
+				f := args[i+1]
+				c.argv0 = &f
+			}
+			i++
+		case strings.HasPrefix(s, "--argv0="):
+			f := a
+			f.s = s[len("--argv0="):]
+			c.argv0 = &f
+		case s == "-u" || s == "--unset" || s == "-C" || s == "--chdir":
 			i++
 		case s == "-S" || s == "--split-string":
 			if i+1 < len(args) {
@@ -1014,6 +1231,10 @@ func (w *walker) env(args []field, c *callCtx) {
 				return
 			}
 			if last := s[len(s)-1]; last == 'u' || last == 'C' || last == 'a' {
+				if last == 'a' && i+1 < len(args) {
+					f := args[i+1]
+					c.argv0 = &f
+				}
 				i++
 			}
 		default:
@@ -1107,6 +1328,9 @@ func (w *walker) xargs(args []field, c *callCtx) {
 	if i >= len(args) {
 		return // xargs alone runs echo
 	}
+	if !w.charge((len(args) - i) * fieldBytes) {
+		return
+	}
 	rest := slices.Clone(args[i:])
 	if repl != "" {
 		for k := range rest {
@@ -1129,6 +1353,9 @@ func (w *walker) findExec(args []field, c *callCtx) {
 			j := i + 1
 			for j < len(args) && args[j].s != ";" && args[j].s != "+" {
 				j++
+			}
+			if !w.charge((j - i) * fieldBytes) {
+				return
 			}
 			cmd := slices.Clone(args[i+1 : j])
 			for k := range cmd {
@@ -1164,17 +1391,18 @@ func echoOutput(args []field) (string, bool) {
 // printfOutput renders what printf prints, as bash's printf does (the
 // format reused while arguments remain, every conversion and escape), with
 // mvdan.cc/sh's own implementation of it; a dynamic word or a format it
-// refuses is not followed.
-func printfOutput(args []field) (string, bool) {
+// refuses is not followed. made is what rendering it made, followed or
+// not (a width of 999999 makes a megabyte).
+func printfOutput(args []field) (text string, made int, ok bool) {
 	if len(args) > 0 && args[0].s == "--" {
 		args = args[1:]
 	}
 	if len(args) == 0 {
-		return "", false
+		return "", 0, false
 	}
 	for _, a := range args {
 		if a.dyn {
-			return "", false
+			return "", 0, false
 		}
 	}
 	format := args[0].s
@@ -1189,12 +1417,13 @@ func printfOutput(args []field) (string, bool) {
 	cfg := &expand.Config{}
 	for round := 0; round < 1024; round++ {
 		out, n, err := expand.Format(cfg, format, rest)
+		made += 2 * len(out)
 		if err != nil {
-			return "", false
+			return "", made, false
 		}
 		b.WriteString(out)
 		if b.Len() > maxValue {
-			return "", false
+			return "", made, false
 		}
 		if n == 0 || n >= len(rest) {
 			break
@@ -1202,8 +1431,8 @@ func printfOutput(args []field) (string, bool) {
 		rest = rest[n:]
 	}
 	// printf stops at a NUL byte in what it prints.
-	text, _, _ := strings.Cut(b.String(), "\x00")
-	return text, true
+	text, _, _ = strings.Cut(b.String(), "\x00")
+	return text, made, true
 }
 
 // runFile reads a script file the script itself wrote earlier; other

@@ -19,6 +19,8 @@
 // command substitution, no user look-ups.
 //
 // Check is pure and safe for concurrent use; Machine (machine.go) runs an
-// allowed script. The daemon over $SPOOL_DIR/gate/ is package gated, which
+// allowed script. A decision's memory is bounded by construction (limits.go,
+// budget.go): Check may wait its turn while the decisions under way in the
+// process hold their share of one pool. The daemon over $SPOOL_DIR/gate/ is package gated, which
 // reaches the tree only through package spool.
 package vmgate

@@ -52,8 +52,15 @@ func (e *expander) flush() {
 		return
 	}
 	e.f.s = string(e.cur)
+	e.w.charge(3*len(e.cur) + len(e.f.hint) + fieldBytes)
 	if e.f.brace {
+		n := len(e.out)
 		e.out = braces(e.out, e.f, 0)
+		size := 0
+		for _, f := range e.out[n:] {
+			size += len(f.s) + fieldBytes
+		}
+		e.w.charge(size)
 		e.cur = e.cur[:0]
 		e.f = field{}
 		e.started = false
@@ -63,6 +70,19 @@ func (e *expander) flush() {
 	e.cur = e.cur[:0]
 	e.f = field{}
 	e.started = false
+}
+
+// room makes room for n more bytes in the word being built, doubling:
+// append's own growth, a quarter at a time past 256 bytes, allocates five
+// times a long word's size when it is built a byte at a time; doubling
+// allocates at most twice, which the charge at flush covers.
+func (e *expander) room(n int) {
+	if cap(e.cur)-len(e.cur) >= n {
+		return
+	}
+	b := make([]byte, len(e.cur), 2*(len(e.cur)+n))
+	copy(b, e.cur)
+	e.cur = b
 }
 
 func (e *expander) mark(hint string) {
@@ -82,6 +102,7 @@ func (e *expander) addHint(h string) {
 
 // fields expands a command's word into the fields bash would pass.
 func (w *walker) fields(dst []field, word *syntax.Word) []field {
+	w.tick(1)
 	e := expander{w: w, out: dst, split: true}
 	if len(word.Parts) == 1 {
 		if pe, ok := word.Parts[0].(*syntax.ParamExp); ok && pe.Param != nil {
@@ -106,17 +127,20 @@ func (w *walker) fields(dst []field, word *syntax.Word) []field {
 // str expands a word as one string, the way bash expands an assignment's
 // value or a here-string: no field splitting, no globbing.
 func (w *walker) str(word *syntax.Word) field {
+	w.tick(1)
 	e := expander{w: w}
 	for i, p := range word.Parts {
 		e.part(p, false, i == 0)
 	}
 	e.f.s = string(e.cur)
+	w.charge(3*len(e.cur) + len(e.f.hint) + fieldBytes)
 	return e.f
 }
 
 // heredoc expands a here-document's body: parameters and substitutions,
 // but no quote removal; a quoted delimiter leaves the body as it is.
 func (w *walker) heredoc(word *syntax.Word, quotedDelim bool) field {
+	w.tick(1)
 	if quotedDelim {
 		var b strings.Builder
 		for _, p := range word.Parts {
@@ -124,6 +148,7 @@ func (w *walker) heredoc(word *syntax.Word, quotedDelim bool) field {
 				b.WriteString(l.Value)
 			}
 		}
+		w.charge(2*b.Len() + fieldBytes)
 		return field{s: b.String()}
 	}
 	e := expander{w: w, heredoc: true}
@@ -131,17 +156,22 @@ func (w *walker) heredoc(word *syntax.Word, quotedDelim bool) field {
 		e.part(p, true, false)
 	}
 	e.f.s = string(e.cur)
+	w.charge(3*len(e.cur) + len(e.f.hint) + fieldBytes)
 	return e.f
 }
 
 func (e *expander) part(p syntax.WordPart, quoted, first bool) {
 	w := e.w
+	if !w.tick(1) {
+		return
+	}
 	switch p := p.(type) {
 	case *syntax.Lit:
 		e.lit(p.Value, quoted, first)
 	case *syntax.SglQuoted:
 		e.f.quoted = true
 		e.started = true
+		e.room(len(p.Value))
 		if p.Dollar {
 			e.cur = append(e.cur, ansiC(p.Value)...)
 		} else {
@@ -187,6 +217,7 @@ func (e *expander) part(p syntax.WordPart, quoted, first bool) {
 
 func (e *expander) lit(s string, quoted, first bool) {
 	e.started = true
+	e.room(len(s))
 	if e.w.placeholders && strings.Contains(s, placeholder) {
 		parts := strings.Split(s, placeholder)
 		for i, p := range parts {
@@ -244,6 +275,7 @@ func (e *expander) addValue(v string, quoted bool) {
 		e.mark("") // too big to follow: unknown
 		return
 	}
+	e.room(len(v))
 	if quoted || !e.split {
 		e.cur = append(e.cur, v...)
 		return
@@ -312,16 +344,19 @@ func (e *expander) addList(list []string, quoted bool) {
 
 func (e *expander) param(p *syntax.ParamExp, quoted bool) {
 	w := e.w
-	hint := e.paramWords(p)
-	if p.Param == nil || p.Excl || p.Length || p.Width || p.Slice != nil || p.Repl != nil || p.Exp != nil || p.Names != 0 || p.NestedParam != nil {
-		// ${X,,}, ${X:0:3}, ${X/a/b}: not followed, but what X holds is a
-		// hint of what the word may be.
-		if p.Param != nil {
-			if v, ok := w.vars[p.Param.Value]; ok {
-				hint += " " + v.s + " " + strings.Join(v.list, " ") + " " + v.hint
-			}
+	pa := e.paramWords(p)
+	if p.Param == nil || p.Excl || p.Width || p.IsSet || p.Names != 0 || p.NestedParam != nil {
+		e.markParam(p, pa.hint)
+		return
+	}
+	if p.Length || p.Slice != nil || p.Repl != nil || p.Exp != nil {
+		// ${X:1}, ${Y/q/i}, ${X,,}, ${#X}, ${X:-w}: evaluated as bash does
+		// when its operands are known (params.go).
+		if s, ok := w.operate(p, pa); ok {
+			e.addValue(s, quoted)
+			return
 		}
-		e.mark(hint)
+		e.markParam(p, pa.hint)
 		return
 	}
 	name := p.Param.Value
@@ -352,11 +387,28 @@ func (e *expander) param(p *syntax.ParamExp, quoted bool) {
 	}
 }
 
+// markParam marks an expansion the gate cannot evaluate: what its
+// variable holds is a hint of what the word may be.
+func (e *expander) markParam(p *syntax.ParamExp, hint string) {
+	if p.Param != nil {
+		if v, ok := e.w.vars[p.Param.Value]; ok {
+			hint += " " + e.w.hintOf(v)
+		}
+	}
+	e.mark(hint)
+}
+
+// paramArgs are the words nested in an expansion, expanded.
+type paramArgs struct {
+	orig, with, word field
+	hint             string // the replacement or default word: what the expansion may give
+}
+
 // paramWords walks the words nested in an expansion (whatever it is, they
-// run their substitutions) and returns the text of its replacement or
-// default word, a hint of what the expansion may give.
-func (e *expander) paramWords(p *syntax.ParamExp) (hint string) {
+// run their substitutions) and returns them.
+func (e *expander) paramWords(p *syntax.ParamExp) paramArgs {
 	w := e.w
+	var pa paramArgs
 	if p.Index != nil {
 		w.arith(p.Index)
 	}
@@ -366,16 +418,18 @@ func (e *expander) paramWords(p *syntax.ParamExp) (hint string) {
 	}
 	if p.Repl != nil {
 		if p.Repl.Orig != nil {
-			w.str(p.Repl.Orig)
+			pa.orig = w.str(p.Repl.Orig)
 		}
 		if p.Repl.With != nil {
-			hint = w.str(p.Repl.With).s
+			pa.with = w.str(p.Repl.With)
+			pa.hint = pa.with.s
 		}
 	}
 	if p.Exp != nil && p.Exp.Word != nil {
-		hint = w.str(p.Exp.Word).s
+		pa.word = w.str(p.Exp.Word)
+		pa.hint = pa.word.s
 	}
-	return hint
+	return pa
 }
 
 // positionals expands $@ or $* (star).
@@ -385,19 +439,38 @@ func (e *expander) positionals(star, quoted bool) {
 		e.mark("")
 		return
 	}
-	list := make([]string, 0, len(w.pos))
-	for _, f := range w.pos {
-		if f.dyn {
-			e.mark(f.hint)
-			return
+	// Each parameter is its own word ("$@"), or all are one ("$*"): one
+	// only the run knows is that word alone, not every word of the list.
+	for i, f := range w.pos {
+		if i > 0 {
+			switch {
+			case star && quoted:
+				e.addValue(" ", true)
+			case quoted:
+				e.flush()
+				e.started = true
+			default:
+				e.addValue(" ", false)
+			}
 		}
-		list = append(list, f.s)
+		e.addField(f, quoted)
 	}
-	if star && quoted {
-		e.addValue(strings.Join(list, " "), true)
+}
+
+// addField adds a word the walk already expanded: its text as a value if
+// known, else as it is, with the marks of its unknown parts.
+func (e *expander) addField(f field, quoted bool) {
+	if !f.dyn {
+		e.addValue(f.s, quoted)
 		return
 	}
-	e.addList(list, quoted)
+	e.room(len(f.s))
+	e.cur = append(e.cur, f.s...)
+	e.f.dyn = true
+	e.started = true
+	if f.hint != "" {
+		e.addHint(f.hint)
+	}
 }
 
 // positional expands $n.
@@ -408,10 +481,8 @@ func (e *expander) positional(n int, quoted bool) {
 		e.mark("")
 	case n > len(w.pos):
 		e.addValue("", quoted)
-	case w.pos[n-1].dyn:
-		e.mark(w.pos[n-1].hint)
 	default:
-		e.addValue(w.pos[n-1].s, quoted)
+		e.addField(w.pos[n-1], quoted)
 	}
 }
 
@@ -436,7 +507,7 @@ func (e *expander) indexed(v value, index syntax.ArithmExpr, quoted bool) {
 	n, err := strconv.Atoi(idx)
 	switch {
 	case err != nil || !v.arr || n < 0:
-		e.mark(strings.Join(v.list, " "))
+		e.mark(e.w.hintOf(v))
 	case n < len(v.list):
 		e.addValue(v.list[n], quoted)
 	default:

@@ -54,15 +54,23 @@ var defaultGate = &Gate{commitTool: DefaultCommitTool}
 func Check(script string) Verdict { return defaultGate.Check(script) }
 
 // Parsers are reused: a parser is not safe for concurrent use, and a fresh
-// one per decision costs allocations the one-line budget cannot spare.
+// one per decision costs allocations the one-line budget cannot spare. A
+// parser keeps the last tree it made until its next parse, so only one
+// that parsed a small text goes back to the pool: a large tree must not
+// outlive its decision's reservation (budget.go).
 var parsers = sync.Pool{New: func() any {
 	return syntax.NewParser(syntax.Variant(syntax.LangBash))
 }}
 
+// pooledText is the largest text whose parser goes back to the pool.
+const pooledText = 16 << 10
+
 func parse(src string) (*syntax.File, error) {
 	p := parsers.Get().(*syntax.Parser)
 	f, err := p.Parse(strings.NewReader(src), "")
-	parsers.Put(p)
+	if len(src) <= pooledText {
+		parsers.Put(p)
+	}
 	if err != nil {
 		// Parse returns a partial tree on error: it must not be read.
 		return nil, err
@@ -77,33 +85,42 @@ func (g *Gate) Check(script string) Verdict {
 	if strings.IndexByte(script, 0) >= 0 {
 		script = strings.ReplaceAll(script, "\x00", "")
 	}
-	if f := tooBig(script); f != nil {
-		return g.verdict(f)
+	f0, sc := tooBig(script)
+	if f0 != nil {
+		return g.verdict(f0)
 	}
+	reserved := cost(len(script), sc.nodes)
+	reserve(reserved)
+	defer release(reserved)
 	f, err := parse(script)
 	if err != nil {
 		return g.verdict(&finding{reason: ReasonParseError, line: errLine(err), col: errCol(err), why: err.Error()})
 	}
-	w := newWalker(g, script)
+	w := newWalker(g, script, sc.nodes)
 	w.stmts(f.Stmts, nil)
 	w.atExit()
 	return g.verdict(w.result())
 }
 
-// tooBig refuses, before the parse, a script past MaxScript or MaxNesting
-// (limits.go says why).
-func tooBig(script string) *finding {
+// tooBig refuses, before the parse, a text past MaxScript, MaxNesting or
+// MaxNodes (limits.go says why), and returns the scan of one that passes.
+func tooBig(script string) (*finding, scan) {
 	if len(script) > MaxScript {
 		return &finding{reason: ReasonUndecidable, line: 1, col: 1, text: firstLineOf(script),
-			why: fmt.Sprintf("the script is %d bytes, more than the %d the gate reads", len(script), MaxScript)}
+			why: fmt.Sprintf("the script is %d bytes, more than the %d the gate reads", len(script), MaxScript)}, scan{}
 	}
-	if d, at := nesting(script); d > MaxNesting {
+	s := measure(script)
+	if s.tooDeep() || s.tooMany() {
+		at := min(s.at, len(script))
 		line := 1 + strings.Count(script[:at], "\n")
 		col := at - strings.LastIndexByte(script[:at], '\n')
-		return &finding{reason: ReasonUndecidable, line: line, col: col, text: firstLineOf(script[at-col+1:]),
-			why: fmt.Sprintf("it nests more than %d levels deep", MaxNesting)}
+		why := fmt.Sprintf("it nests more than %d levels deep", MaxNesting)
+		if !s.tooDeep() {
+			why = fmt.Sprintf("it holds more than %d words and operators", MaxNodes)
+		}
+		return &finding{reason: ReasonUndecidable, line: line, col: col, text: firstLineOf(script[at-col+1:]), why: why}, s
 	}
-	return nil
+	return nil, s
 }
 
 func firstLineOf(s string) string {

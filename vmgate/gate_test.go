@@ -125,7 +125,7 @@ var tableCases = []struct{ script, want string }{
 	{`f() { echo "$1"; [ "$1" = x ] || f x; }; f y`, "allow"},
 	{`countdown() { [ "$1" -gt 0 ] && countdown $(($1-1)); echo "$1"; }; countdown 3`, "allow"},
 	{`f() { git status; f; }; f`, "allow"},
-	{"f0() { git status; }; f1() { f0; }; f2() { f1; }; f3() { f2; }; f4() { f3; }; f5() { f4; }; f6() { f5; }; f7() { f6; }; f8() { f7; }; f9() { f8; }; f10() { f9; }; f11() { f10; }; f12() { f11; }; f13() { f12; }; f14() { f13; }; f15() { f14; }; f16() { f15; }; f17() { f16; }; f17", "undecidable"},
+	{"f0() { git status; }; f1() { f0; }; f2() { f1; }; f3() { f2; }; f4() { f3; }; f5() { f4; }; f6() { f5; }; f7() { f6; }; f8() { f7; }; f9() { f8; }; f10() { f9; }; f11() { f10; }; f12() { f11; }; f13() { f12; }; f14() { f13; }; f15() { f14; }; f16() { f15; }; f17() { f16; }; f17", "allow"},
 	// Word splitting follows IFS: the default (bash never takes IFS from
 	// the environment), one the script set, or, when only the run knows
 	// it, undecidable where the word may hold a git write.
@@ -374,7 +374,8 @@ var tableCases = []struct{ script, want string }{
 	{"git --exec-path=/usr/libexec/git-core/ commit -m x", "git:commit"},
 	{"git --version", "allow"},
 	{"git -c color.ui=never -c core.quotepath=off diff", "allow"},
-	{"git -c alias.st=status st", "git:-c"},
+	{"git -c alias.st=status st", "allow"},
+	{"git -c alias.st='!git stash' st", "git:stash"},
 	{"git -c core.fsmonitor=/tmp/x status", "git:-c"},
 	// The external diff command is judged as code, as the pager is: a
 	// program it names is run as the script would run it (a file the
@@ -400,7 +401,8 @@ var tableCases = []struct{ script, want string }{
 	{"git difftool --extcmd='git commit -m x'", "git:commit"},
 	{"GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=alias.x GIT_CONFIG_VALUE_0='!git commit' git x", "git:GIT_CONFIG_KEY_0"},
 	{"GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=color.ui GIT_CONFIG_VALUE_0=never git log", "allow"},
-	{"git --config-env=alias.x=ENV x", "git:-c"},
+	{"git --config-env=alias.x=ENV x", "undecidable"},
+	{"git --config-env=core.hooksPath=ENV status", "git:-c"},
 	// The policy, line by line.
 	{"git clone https://example.com/r.git", "git:clone"},
 	{"git config user.name", "allow"},
@@ -579,9 +581,10 @@ var tableCases = []struct{ script, want string }{
 	{"$(printf '\\x67\\x69\\x74') commit", "git:commit"},
 	{"$(printf '\\147\\151\\164') log", "allow"},
 	{"$(echo -e '\\x67it') push", "git:push"},
-	{"X=GIT; ${X,,} push", "undecidable"},
+	{"X=GIT; ${X,,} push", "git:push"},
 	{"X=GIT; ${X,,} status", "allow"},
-	{"X=xgitx; ${X:1:3} -c alias.x='!sh' x", "undecidable"},
+	{"X=xgitx; ${X:1:3} -c alias.x='!git push' x", "git:push"},
+	{"X=xgitx; ${X:$N:3} -c alias.x='!sh' x", "undecidable"},
 	{"$T -c alias.x='!sh' x", "undecidable"},
 	{"export GIT_PAGER=$(command -v less); git log", "allow"},
 	{"export GIT_PAGER=\"$(command -v less) -R\"; git log", "allow"},

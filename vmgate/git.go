@@ -44,6 +44,8 @@ func (w *walker) gitRecord(r gitResult, c *callCtx) {
 
 // gitWouldWrite judges the arguments of a word that may be git.
 func (w *walker) gitWouldWrite(args []field, c *callCtx) bool {
+	w.probing++
+	defer func() { w.probing-- }()
 	return w.analyzeGit(args, "", c).kind != gitRead
 }
 
@@ -80,6 +82,19 @@ func (w *walker) analyzeGit(args []field, dashed string, c *callCtx) gitResult {
 	if r, bad := w.gitEnv(c); bad {
 		return r
 	}
+	return w.analyzeGitArgs(args, dashed, c, gitAliases{})
+}
+
+// gitAliases are the aliases a git invocation defines for itself (git -c
+// alias.NAME=VALUE), by lowercase name, and those being expanded.
+type gitAliases struct {
+	defined  map[string]field
+	expanded []string
+}
+
+// analyzeGitArgs reads git's own options, then the subcommand: an alias
+// the invocation defined is judged by what it expands to.
+func (w *walker) analyzeGitArgs(args []field, dashed string, c *callCtx, al gitAliases) gitResult {
 	sub := dashed
 	rest := args
 	if sub == "" {
@@ -104,13 +119,18 @@ func (w *walker) analyzeGit(args []field, dashed string, c *callCtx) gitResult {
 			switch {
 			case s == "-c" || s == "--config-env":
 				if i+1 < len(args) {
-					if r, bad := w.gitConfigParam(args[i+1], s == "--config-env", c); bad {
+					if name, v, ok := w.inlineAlias(args[i+1], s == "--config-env", c); ok {
+						al.define(name, v)
+					} else if r, bad := w.gitConfigParam(args[i+1], s == "--config-env", c); bad {
 						return r
 					}
 				}
 				i++
 			case strings.HasPrefix(s, "--config-env="):
-				if r, bad := w.gitConfigParam(field{s: s[len("--config-env="):]}, true, c); bad {
+				f := field{s: s[len("--config-env="):]}
+				if name, v, ok := w.inlineAlias(f, true, c); ok {
+					al.define(name, v)
+				} else if r, bad := w.gitConfigParam(f, true, c); bad {
 					return r
 				}
 			case gitValueOpts[s]:
@@ -134,10 +154,140 @@ func (w *walker) analyzeGit(args []field, dashed string, c *callCtx) gitResult {
 		}
 		sub, rest = args[i].s, args[i+1:]
 	}
+	if v, ok := al.defined[strings.ToLower(sub)]; ok && !gitBuiltin(sub) {
+		if _, known := gitTable[sub]; !known {
+			return w.gitAlias(sub, v, rest, c, al)
+		}
+		// A program git-<sub> of git's runs where it is installed, the
+		// alias where it is not: one verdict if both readings agree, a
+		// doubt if they do not.
+		prog := w.classify(sub, rest, c)
+		w.probing++
+		alias := w.gitAlias(sub, v, rest, c, al)
+		w.probing--
+		if prog.kind != alias.kind {
+			return gitResult{kind: gitUndecidable, why: "git " + sub + " runs git-" + sub + " where it is installed, and the alias the command defines where it is not"}
+		}
+		return prog
+	}
 	if w.g.rules != nil {
 		w.policy("git", append([]field{{s: sub}}, rest...), c)
 	}
 	return w.classify(sub, rest, c)
+}
+
+func (al *gitAliases) define(name string, v field) {
+	if al.defined == nil {
+		al.defined = map[string]field{}
+	}
+	al.defined[name] = v
+}
+
+// inlineAlias reads git -c alias.NAME=VALUE (or --config-env
+// alias.NAME=ENV): an alias for this invocation only.
+func (w *walker) inlineAlias(f field, fromEnv bool, c *callCtx) (string, field, bool) {
+	key, val, _ := strings.Cut(f.s, "=")
+	name, ok := strings.CutPrefix(strings.ToLower(key), "alias.")
+	if !ok || name == "" || strings.IndexByte(key, dynMark) >= 0 {
+		return "", field{}, false
+	}
+	if !fromEnv {
+		return name, field{s: val, dyn: strings.IndexByte(val, dynMark) >= 0}, true
+	}
+	// The value is an environment variable's: one the script set, or
+	// one only the run knows.
+	if v, ok := w.envLookup(c, val); ok && strings.IndexByte(val, dynMark) < 0 {
+		return name, v, true
+	}
+	return name, field{s: string(dynMark), dyn: true}, true
+}
+
+// gitAlias judges an alias the invocation defined, as git expands it: a
+// value starting with ! is a shell command, run with the arguments after
+// it ("$@"); any other is git's words, the arguments appended. An alias
+// of an alias is expanded in turn; a loop makes git die.
+func (w *walker) gitAlias(name string, v field, rest []field, c *callCtx, al gitAliases) gitResult {
+	if v.dyn {
+		return gitResult{kind: gitUndecidable, why: "git -c alias." + name + " sets an alias only known at run time"}
+	}
+	lname := strings.ToLower(name)
+	if slices.Contains(al.expanded, lname) || len(al.expanded) >= maxDepth {
+		return gitResult{} // git: alias loop detected, nothing runs
+	}
+	al.expanded = append(slices.Clip(al.expanded), lname)
+	val := strings.TrimSpace(v.s)
+	switch {
+	case val == "" || val == "!":
+		return gitResult{} // git: an empty alias fails
+	case val[0] == '!' && w.probing > 0:
+		// The word may not be git at all: what the alias runs is a doubt,
+		// not a write of the script's.
+		return gitResult{kind: gitUndecidable, why: "git -c alias." + name + " runs a shell command"}
+	case val[0] == '!':
+		w.code(field{s: val[1:] + ` "$@"`}, c, rest, false)
+		return gitResult{}
+	}
+	words := splitCmdline(val)
+	args := make([]field, 0, len(words)+len(rest))
+	for _, wd := range words {
+		args = append(args, field{s: wd})
+	}
+	return w.analyzeGitArgs(append(args, rest...), "", c, al)
+}
+
+// splitCmdline splits an alias's value into words as git does: blanks
+// separate, quotes group, a backslash escapes.
+func splitCmdline(s string) []string {
+	var words []string
+	var b strings.Builder
+	in, quote := false, byte(0)
+	for i := 0; i < len(s); i++ {
+		ch := s[i]
+		switch {
+		case quote == 0 && (ch == ' ' || ch == '\t' || ch == '\n'):
+			if in {
+				words = append(words, b.String())
+				b.Reset()
+				in = false
+			}
+			continue
+		case ch == '\\' && quote != '\'' && i+1 < len(s):
+			i++
+			ch = s[i]
+		case quote == 0 && (ch == '\'' || ch == '"'):
+			quote, in = ch, true
+			continue
+		case ch == quote:
+			quote = 0
+			continue
+		}
+		b.WriteByte(ch)
+		in = true
+	}
+	if in {
+		words = append(words, b.String())
+	}
+	return words
+}
+
+// gitBuiltin says whether git runs sub itself: an alias of that name is
+// never used. The others of gitTable are programs of git's exec path
+// (scripts, or git-lfs), or newer than git 2.39's list of builtins, and
+// an alias of their name runs where they are not installed.
+func gitBuiltin(sub string) bool {
+	_, known := gitTable[sub]
+	return known && !gitExternal[sub]
+}
+
+var gitExternal = map[string]bool{}
+
+func init() {
+	for _, s := range strings.Fields(`archimport backfill bisect citool cvsexportcommit cvsimport daemon
+		filter-branch filter-repo gui http-fetch http-push imap-send instaweb last-modified lfs
+		merge-one-file mergetool p4 quiltimport refs replay repo request-pull send-email submodule
+		subtree survey svn web--browse`) {
+		gitExternal[s] = true
+	}
 }
 
 // gitCoreDir reports whether dir is where a distribution installs git's
@@ -186,8 +336,12 @@ func (w *walker) gitEnv(c *callCtx) (gitResult, bool) {
 			return r, true
 		}
 	}
+	if !w.gitKeys {
+		return gitResult{}, false
+	}
 	// In name order, so that the same script always gets the same verdict.
 	var names []string
+	w.tick(len(w.vars))
 	for name := range w.vars {
 		if strings.HasPrefix(name, "GIT_CONFIG_KEY_") {
 			names = append(names, name)
@@ -221,6 +375,9 @@ func (w *walker) envLookup(c *callCtx, name string) (field, bool) {
 		}
 	}
 	if v, ok := w.vars[name]; ok {
+		if v.arr {
+			w.charge(len(v.list) * fieldBytes) // joined: at most a value's size
+		}
 		return valueField(v), true
 	}
 	return field{}, false
@@ -421,6 +578,17 @@ func (g gitArgs) has(names ...string) bool {
 			if len(n) == 2 && len(o) > 2 && o[1] != '-' && strings.IndexByte(o[1:], n[1]) >= 0 && isLetters(o[1:]) {
 				return true
 			}
+		}
+	}
+	return false
+}
+
+// hasLines says whether git tag's -n[<num>] was given (lines of each
+// tag's message: a listing option).
+func (g gitArgs) hasLines() bool {
+	for _, o := range g.opts {
+		if n, ok := strings.CutPrefix(o, "-n"); ok && strings.Trim(n, "0123456789") == "" {
+			return true
 		}
 	}
 	return false
@@ -641,6 +809,10 @@ var byOptions = map[string]struct {
 		}
 		return gitRead
 	}},
+	// git tag lists when asked (-l), and when -n or a filter is given
+	// without a mode: git tag -n2 release-1 lists the tags matching
+	// release-1. --sort, --format, --column and -i do not: with a name they
+	// create a tag, as git does.
 	"tag": {" -m --message -F --file -u --local-user --contains --no-contains --merged --no-merged --points-at --sort --format --cleanup ", func(g gitArgs) gitKind {
 		switch {
 		case g.has("-d", "--delete"):
@@ -649,18 +821,23 @@ var byOptions = map[string]struct {
 			return gitRead
 		case g.has("-a", "--annotate", "-s", "--sign", "-m", "--message", "-F", "--file", "-u", "--local-user", "-f", "--force", "-e", "--edit"):
 			return gitWrite
+		case g.has("--contains", "--no-contains", "--merged", "--no-merged", "--points-at") || g.hasLines():
+			return gitRead
 		case g.dyn:
 			return gitUndecidable
-		case len(g.ops) > 0 && !g.has("--contains", "--no-contains", "--merged", "--no-merged", "--points-at"):
+		case len(g.ops) > 0:
 			return gitWrite
 		}
 		return gitRead
 	}},
+	// git branch lists when asked (--list, --show-current, -a, -r) and
+	// when a filter is given; -v, --sort and --format only say how a list
+	// looks: with a name they create a branch, as git does.
 	"branch": {" -u --set-upstream-to --contains --no-contains --merged --no-merged --points-at --sort --format ", func(g gitArgs) gitKind {
 		switch {
 		case g.has("-d", "-D", "--delete", "-m", "-M", "--move", "-c", "-C", "--copy", "-u", "--set-upstream-to", "--unset-upstream", "--edit-description", "--set-upstream"):
 			return gitWrite
-		case g.has("-l", "--list", "--show-current", "-a", "--all", "-r", "--remotes", "-v", "--verbose", "--contains", "--no-contains", "--merged", "--no-merged", "--points-at", "--format", "--sort"):
+		case g.has("-l", "--list", "--show-current", "-a", "--all", "-r", "--remotes", "--contains", "--no-contains", "--merged", "--no-merged", "--points-at"):
 			return gitRead
 		case g.dyn:
 			return gitUndecidable

@@ -79,6 +79,9 @@ func (g *Gate) verdict(f *finding) Verdict {
 const maxQuote = 120
 
 func quoteCommand(s string) string {
+	if len(s) > 4*maxQuote {
+		s = s[:4*maxQuote] // what is quoted is clipped below anyway
+	}
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) > maxQuote {
 		s = s[:maxQuote-3] + "..."

@@ -1,23 +1,14 @@
 package vmgate
 
 import (
+	"fmt"
+	"hash/maphash"
 	"maps"
 	"path"
 	"slices"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
-)
-
-// Limits that keep every decision short whatever the input: strings run
-// as code are parsed again at most maxDepth deep, function calls are
-// followed at most maxCalls deep, and a script that needs more than
-// maxSteps statements visited is refused as undecidable. Every limit
-// reached ends undecidable, never allowed.
-const (
-	maxDepth = 8
-	maxCalls = 16
-	maxSteps = 20000
 )
 
 // walker reads one script in the order bash would run it.
@@ -47,12 +38,20 @@ type walker struct {
 
 	funcs         map[string]*syntax.Stmt
 	caller        string // the outermost function call being read, for messages
-	calls         int
-	calling       map[string]bool
+	calling       map[uint64]bool
+	defCalled     map[uint64]bool // calls read where a function is defined
+	callSeed      maphash.Seed
 	aliases       map[string]value
 	expandAliases bool
+	gitKeys       bool // a GIT_CONFIG_KEY_<n> was set: gitEnv looks for them
+	probing       int  // > 0 while a word that may be git is tried as git
 
-	steps   int
+	// The budgets spent (budget.go), and the statement being read, for
+	// the refusal when one runs out.
+	work, mem, level int
+	memLimit         int
+	cur              syntax.Node
+
 	defWalk int // > 0 while a function body is read where it is defined
 	gitW    *finding
 	pol     *finding
@@ -65,8 +64,8 @@ type walker struct {
 	defGit, defPol *finding
 }
 
-func newWalker(g *Gate, src string) *walker {
-	return &walker{g: g, src: src}
+func newWalker(g *Gate, src string, nodes int) *walker {
+	return &walker{g: g, src: src, memLimit: memLimit(nodes)}
 }
 
 // result is the first git write, else the first policy denial, else the
@@ -148,6 +147,9 @@ func (w *walker) where(n syntax.Node) (int, int, string) {
 }
 
 func (w *walker) find(c *callCtx, reason Reason, git, why string) {
+	if reason == ReasonUndecidable && (w.undec != nil || w.defWalk > 0) {
+		return // it would not be kept (record): its text is not made
+	}
 	line, col, text := w.where(c.node)
 	if w.caller != "" {
 		why += " (" + w.caller + ")"
@@ -187,23 +189,28 @@ type input struct {
 
 // downloads reports whether what s prints is a download: its last command
 // (the one whose output a pipe takes) is curl or wget, or passes on what
-// one printed (tee, cat without a file).
+// one printed (tee, cat without a file). A pipe is followed down its
+// chain in a loop.
 func downloads(s *syntax.Stmt) bool {
-	if s == nil {
-		return false
-	}
-	switch c := s.Cmd.(type) {
-	case *syntax.BinaryCmd:
-		if c.Op != syntax.Pipe && c.Op != syntax.PipeAll {
+	for s != nil {
+		switch c := s.Cmd.(type) {
+		case *syntax.BinaryCmd:
+			if c.Op != syntax.Pipe && c.Op != syntax.PipeAll {
+				return false
+			}
+			if downloads(c.Y) {
+				return true // c.Y is one command: no recursion past it
+			}
+			if !passesOn(c.Y) {
+				return false
+			}
+			s = c.X
+		case *syntax.CallExpr:
+			name := callName(c)
+			return name == "curl" || name == "wget"
+		default:
 			return false
 		}
-		if downloads(c.Y) {
-			return true
-		}
-		return passesOn(c.Y) && downloads(c.X)
-	case *syntax.CallExpr:
-		name := callName(c)
-		return name == "curl" || name == "wget"
 	}
 	return false
 }
@@ -244,15 +251,16 @@ func callName(c *syntax.CallExpr) string {
 }
 
 func (w *walker) stmt(s *syntax.Stmt, stdin, capture *input) {
-	if w.done {
+	if w.done || !w.tick(1) {
 		return
 	}
-	w.steps++
-	if w.steps > maxSteps {
-		w.record(&finding{reason: ReasonUndecidable, line: w.oline, col: w.ocol, why: "the script is too large or nests too deep to read", fatal: true})
-		w.done = true
+	if w.level >= maxLevel {
+		w.exhausted(fmt.Sprintf("its statements and calls nest more than %d deep: the gate's depth budget ran out", maxLevel))
 		return
 	}
+	w.level++
+	w.cur = s
+	defer func() { w.level-- }()
 	if ce, ok := s.Cmd.(*syntax.CallExpr); ok {
 		w.call(ce, s, stdin, capture)
 		return
@@ -298,20 +306,67 @@ func (w *walker) stmt(s *syntax.Stmt, stdin, capture *input) {
 	}
 }
 
+// chain returns the commands of a chain of one kind of operator, in the
+// order they run: a && b || c is ((a && b) || c) to the parser, a | b | c
+// is ((a | b) | c). A chain of any length is walked in a loop, never by
+// recursion, so that it costs no stack (1 MiB of "a&&" is 350,000 links).
+func chain(c *syntax.BinaryCmd) []*syntax.Stmt {
+	pipe := c.Op == syntax.Pipe || c.Op == syntax.PipeAll
+	var ys []*syntax.Stmt
+	x := c
+	for {
+		ys = append(ys, x.Y)
+		l, ok := x.X.Cmd.(*syntax.BinaryCmd)
+		if !ok || (l.Op == syntax.Pipe || l.Op == syntax.PipeAll) != pipe ||
+			len(x.X.Redirs) > 0 || x.X.Negated || x.X.Background || x.X.Coprocess || x.X.Disown {
+			ys = append(ys, x.X)
+			break
+		}
+		x = l
+	}
+	slices.Reverse(ys)
+	return ys
+}
+
 // binary walks a && b, a || b and a pipe. Each side of a pipe runs in a
 // subshell; the left side's output is the right side's input.
 func (w *walker) binary(c *syntax.BinaryCmd, stdin, capture *input) {
+	parts := chain(c)
+	w.tick(len(parts) - 2) // the links of the chain past the first
+	last := len(parts) - 1
 	switch c.Op {
 	case syntax.Pipe, syntax.PipeAll:
-		var out input
-		w.scoped(func() { w.stmt(c.X, stdin, &out) })
-		if !out.known {
-			out.unseen = !downloads(c.X)
+		in := stdin
+		download := false // what the pipe so far prints is a download
+		for i, p := range parts {
+			if w.done {
+				return
+			}
+			out := new(input)
+			if i == last {
+				out = capture
+			}
+			w.scoped(func() { w.stmt(p, in, out) })
+			if i < last {
+				download = downloads(p) || passesOn(p) && download
+				if !out.known {
+					out.unseen = !download
+				}
+				in = out
+			}
 		}
-		w.scoped(func() { w.stmt(c.Y, &out, capture) })
 	default:
-		w.stmt(c.X, stdin, nil)
-		w.branches(true, func() { w.stmt(c.Y, stdin, capture) })
+		w.stmt(parts[0], stdin, nil)
+		for i, p := range parts[1:] {
+			if w.done {
+				return
+			}
+			out := capture
+			if i+1 < last {
+				out = nil
+			}
+			w.branches(true, func() { w.stmt(p, stdin, out) })
+		}
 	}
 }
 
@@ -368,7 +423,7 @@ func (w *walker) funcDecl(c *syntax.FuncDecl) {
 	if w.funcs == nil {
 		w.funcs = map[string]*syntax.Stmt{}
 	}
-	if c.Name != nil && c.Name.Value != "" {
+	if c.Name != nil && c.Name.Value != "" && w.charge(fieldBytes) {
 		w.funcs[c.Name.Value] = c.Body
 	}
 	w.scoped(func() {
@@ -412,12 +467,19 @@ func (w *walker) branches(mayNone bool, fns ...func()) {
 		w.vars, w.shared = pre, shared
 		return
 	}
-	w.vars, w.shared = join(states), false
+	w.vars, w.shared = w.join(states), false
 }
 
-func join(states []map[string]value) map[string]value {
+func (w *walker) join(states []map[string]value) map[string]value {
 	if len(states) == 1 {
 		return states[0]
+	}
+	entries := 0
+	for _, st := range states {
+		entries += len(st)
+	}
+	if !w.charge(entries*fieldBytes) || !w.tick(entries) {
+		return nil
 	}
 	var out map[string]value
 	for _, st := range states {
@@ -428,35 +490,39 @@ func join(states []map[string]value) map[string]value {
 			if out == nil {
 				out = map[string]value{}
 			}
-			out[k] = joinVar(k, states)
+			out[k] = w.joinVar(k, states)
 		}
 	}
 	return out
 }
 
-func joinVar(k string, states []map[string]value) value {
+func (w *walker) joinVar(k string, states []map[string]value) value {
 	first, ok := states[0][k]
 	same := ok && first.known
-	var hint strings.Builder
-	for _, st := range states {
+	for _, st := range states[1:] {
 		v, ok := st[k]
-		if !ok || !v.known {
+		if !ok || !v.known || v.arr != first.arr || v.s != first.s || !slicesEqual(v.list, first.list) {
 			same = false
-			if ok && v.hint != "" && hint.Len() < 256 {
-				hint.WriteString(" " + v.hint)
-			}
-			continue
-		}
-		if v.arr != first.arr || v.s != first.s || !slicesEqual(v.list, first.list) {
-			same = false
-		}
-		if hint.Len() < 256 {
-			hint.WriteString(" " + v.s + " " + strings.Join(v.list, " "))
+			break
 		}
 	}
 	if same {
 		return first
 	}
+	var hint strings.Builder
+	for _, st := range states {
+		v, ok := st[k]
+		if !ok || !v.known {
+			if ok && v.hint != "" && hint.Len() < 256 {
+				hint.WriteString(" " + v.hint)
+			}
+			continue
+		}
+		if hint.Len() < 256 {
+			hint.WriteString(" " + v.s + " " + strings.Join(v.list, " "))
+		}
+	}
+	w.charge(2 * hint.Len())
 	return value{hint: hint.String()}
 }
 
@@ -480,19 +546,45 @@ const (
 )
 
 func (w *walker) setVar(name string, v value) {
-	if len(v.s) > maxValue || len(v.list) > maxList || len(v.hint) > maxValue {
+	size := len(name) + len(v.s) + len(v.hint) + fieldBytes
+	for _, e := range v.list {
+		size += len(e) + 16
+	}
+	if len(v.s) > maxValue || len(v.list) > maxList || len(v.hint) > maxValue || size > 4*maxValue {
 		v = value{}
+		size = len(name) + fieldBytes
 	}
 	if w.vars == nil || w.shared {
+		// Copied on write: paid for, entry by entry, since a script can
+		// make a branch copy every variable it set.
+		size += len(w.vars) * fieldBytes
 		m := make(map[string]value, len(w.vars)+1)
 		maps.Copy(m, w.vars)
 		w.vars, w.shared = m, false
 		w.copies++
 	}
-	if name == "IFS" {
+	if !w.charge(size) {
+		return
+	}
+	switch {
+	case name == "IFS":
 		w.ifs = true
+	case strings.HasPrefix(name, "GIT_CONFIG_KEY_"):
+		w.gitKeys = true
 	}
 	w.vars[name] = v
+}
+
+// hintOf is what a value may hold, for the undecidable rule: its text,
+// elements and hint, paid for.
+func (w *walker) hintOf(v value) string {
+	if v.arr {
+		h := strings.Join(v.list, " ") + " " + v.hint
+		w.charge(len(h))
+		return h
+	}
+	w.charge(len(v.s) + len(v.hint))
+	return v.s + " " + v.hint
 }
 
 // maxIter bounds the words of a loop whose body is walked once for each.
@@ -543,6 +635,9 @@ func (w *walker) loop(l syntax.Loop) (string, []string) {
 }
 
 func (w *walker) arith(x syntax.ArithmExpr) {
+	if x == nil || !w.tick(1) {
+		return
+	}
 	switch x := x.(type) {
 	case *syntax.BinaryArithm:
 		w.arith(x.X)
@@ -559,6 +654,9 @@ func (w *walker) arith(x syntax.ArithmExpr) {
 }
 
 func (w *walker) test(x syntax.TestExpr) {
+	if x == nil || !w.tick(1) {
+		return
+	}
 	switch x := x.(type) {
 	case *syntax.BinaryTest:
 		w.test(x.X)
@@ -589,6 +687,7 @@ func (w *walker) decl(d *syntax.DeclClause) {
 
 // assignValue expands an assignment's value (running its substitutions).
 func (w *walker) assignValue(a *syntax.Assign) value {
+	w.tick(1)
 	if a.Index != nil {
 		w.arith(a.Index)
 	}
@@ -659,7 +758,7 @@ func (w *walker) redirsOut(rs []*syntax.Redirect) (*input, *outFile) {
 	var in *input
 	var out *outFile
 	for _, r := range rs {
-		if w.done {
+		if w.done || !w.tick(1) {
 			return in, out
 		}
 		fd0 := r.N == nil || r.N.Value == "0"
@@ -683,7 +782,7 @@ func (w *walker) redirsOut(rs []*syntax.Redirect) (*input, *outFile) {
 			}
 		case syntax.WordHdoc:
 			f := w.str(r.Word)
-			if fd0 {
+			if fd0 && w.charge(len(f.s)+1) {
 				in = &input{known: true, text: f.s + "\n"}
 			}
 		default:
@@ -728,6 +827,9 @@ func (w *walker) wrote(path string, content input, appendTo bool) {
 	if len(content.text) > 4*maxValue {
 		content = input{}
 	}
+	if !w.charge(len(key) + len(content.text) + fieldBytes) {
+		return
+	}
 	if !content.known {
 		// Written by a command whose output is not known (curl -o, a
 		// generator): like any file the gate did not see written, it is
@@ -766,6 +868,7 @@ type callCtx struct {
 	moreArgs bool   // xargs: more arguments come from its input
 	callWord *syntax.Word
 	call     *syntax.CallExpr
+	argv0    *field // exec -a NAME: what the next program is called
 }
 
 type envVar struct {

@@ -123,25 +123,47 @@ def new_job_id(now=None):
 # --- submit: the tree written as spool submit writes it ---------------------
 
 def _dir_fd(path):
-    return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    # The spool's own path may be a symlink, followed as the Go commands
+    # follow it (docs/clients.md); no name inside the tree ever is.
+    return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
 
 
-def _write_durable(dfd, name, data):
+def _owner_of(dfd):
+    """Whose root's new files in the directory dfd become (uid, gid): the
+    directory's, so that the service user's daemons can read what root
+    queues; None when not root, or nothing to change."""
+    if os.geteuid() != 0:
+        return None
+    st = os.fstat(dfd)
+    if st.st_uid == 0 and st.st_gid == 0:
+        return None
+    return st.st_uid, st.st_gid
+
+
+def _write_durable(dfd, name, data, take=False):
     """Write name in the directory dfd atomically and durably: a new
-    temporary (O_EXCL, never a link), fsync'd, renamed over name, and the
-    directory fsync'd."""
+    temporary (O_EXCL, never a link), fsync'd, moved into place and the
+    directory fsync'd. With take, it is moved only if name is free
+    (FileExistsError otherwise), never over another's (_take)."""
     tmp = ".%s.%s" % (name, secrets.token_hex(8))
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o640, dir_fd=dfd)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                 0o640, dir_fd=dfd)
     try:
         try:
             os.fchmod(fd, 0o640)
+            owner = _owner_of(dfd)
+            if owner is not None:
+                os.fchown(fd, *owner)
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
             os.fsync(fd)
         finally:
             os.close(fd)
-        os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        if take:
+            _take(dfd, tmp, name)
+        else:
+            os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
     except BaseException:
         try:
             os.unlink(tmp, dir_fd=dfd)
@@ -149,6 +171,72 @@ def _write_durable(dfd, name, data):
             pass
         raise
     os.fsync(dfd)
+
+
+_RENAME_NOREPLACE = 1
+_renameat2 = None  # libc's renameat2, once looked up; False if it has none
+
+
+def _libc_renameat2():
+    global _renameat2
+    if _renameat2 is None:
+        _renameat2 = False
+        try:
+            import ctypes
+            f = ctypes.CDLL(None, use_errno=True).renameat2
+            f.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+            f.restype = ctypes.c_int
+            _renameat2 = (f, ctypes)
+        except (ImportError, OSError, AttributeError):
+            pass
+    return _renameat2
+
+
+def _exists(dfd, name):
+    try:
+        os.lstat(name, dir_fd=dfd)
+        return True
+    except FileNotFoundError:
+        return False
+
+
+def _take(dfd, tmp, name):
+    """Move the temporary tmp of dfd to name only if name is free, in one
+    step, as `spool submit` takes a spec (docs/spool-format.md): of two
+    submitters of one id exactly one queues it, the other gets
+    FileExistsError. renameat2(RENAME_NOREPLACE) where the filesystem has
+    it, else link(2) (NFS, sshfs), else a check and a rename."""
+    r2 = _libc_renameat2()
+    if r2:
+        f, ctypes = r2
+        if f(dfd, os.fsencode(tmp), dfd, os.fsencode(name), _RENAME_NOREPLACE) == 0:
+            return
+        e = ctypes.get_errno()
+        if e == errno.EEXIST:
+            raise FileExistsError(e, os.strerror(e), name)
+        if e not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+            raise OSError(e, os.strerror(e), name)
+    try:
+        os.link(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd, follow_symlinks=False)
+        os.unlink(tmp, dir_fd=dfd)
+        return
+    except OSError as e:
+        # A link sent again after a lost reply (NFSv3) made the name.
+        try:
+            a, b = os.lstat(tmp, dir_fd=dfd), os.lstat(name, dir_fd=dfd)
+            if (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino):
+                os.unlink(tmp, dir_fd=dfd)
+                return
+        except OSError:
+            pass
+        # sshfs answers a link over an existing name with EPERM.
+        if e.errno == errno.EEXIST or _exists(dfd, name):
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), name) from None
+        if e.errno not in (errno.EPERM, errno.ENOSYS, errno.EOPNOTSUPP):
+            raise
+    if _exists(dfd, name):
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), name)
+    os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
 
 
 def _remove_name(dfd, name, shown):
@@ -234,17 +322,19 @@ def submit(chat, argv=None, script=None, *, timeout=None, attempts=None, env=Non
         dfd = _dir_fd(root)
     except FileNotFoundError:
         raise SpoolError("spool %s: no such spool directory (create it with a daemon, or mkdir -p it)" % root) from None
+    except NotADirectoryError:
+        raise SpoolError("spool %s: not a directory" % root) from None
     except OSError as e:
         raise SpoolError("spool %s: %s" % (root, e.strerror)) from None
     try:
+        # The spool's one rule of a taken id: any of its state names.
         for ext in (".json", ".ready", ".running", ".done", ".failed", ".cancelled"):
-            try:
-                os.lstat(job + ext, dir_fd=dfd)
+            if _exists(dfd, job + ext):
                 raise SpoolError("job %s: already exists (%s)" % (job, os.path.join(root, job + ext)))
-            except FileNotFoundError:
-                pass
         try:
-            _write_durable(dfd, job + ".json", data)
+            _write_durable(dfd, job + ".json", data, take=True)
+        except FileExistsError:
+            raise SpoolError("job %s: already exists (%s)" % (job, os.path.join(root, job + ".json"))) from None
         except OSError as e:
             raise SpoolError("job %s: writing spec: %s" % (job, e.strerror)) from None
         try:

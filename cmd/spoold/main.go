@@ -27,6 +27,7 @@ const usage = `usage: spoold [--spool DIR] [--workers N] [--lease D] [--grace D]
               [--commit-tool NAME] [--metrics-file PATH] [--metrics-every D] [--log-level L]
               [--max-log SIZE] [--max-events SIZE] [--max-event-rate N] [--limits-ceiling N]
               [--min-free SIZE] [--min-free-percent P] [--min-free-inodes N]
+              [--script-env NAMES] [--cgroup auto|on|off]
 
 Runs the spool's queue until SIGTERM or SIGINT; then stops claiming, lets
 running jobs finish for --grace, and puts any still running back in the
@@ -134,6 +135,8 @@ type flags struct {
 	clockOffset                                         time.Duration
 	limits, ceilings                                    spool.Limits
 	floor                                               spool.Floor
+	scriptEnv                                           []string
+	cgroup                                              string
 }
 
 // parseFlags reads and checks the command line. After -h and --version
@@ -162,6 +165,8 @@ func parseFlags(args []string) (f flags, err error) {
 	minFree := fs.String("min-free", spool.FormatSizeFlag(spool.DefaultFloor.Bytes), "claim no new job while less than `SIZE` is free (0: off)")
 	fs.Float64Var(&f.floor.Percent, "min-free-percent", spool.DefaultFloor.Percent, "nor while less than `P` percent is free (0: off)")
 	fs.Int64Var(&f.floor.Inodes, "min-free-inodes", spool.DefaultFloor.Inodes, "nor while fewer than `N` inodes are free (0: off)")
+	scriptEnv := fs.String("script-env", "", "`NAMES` (comma-separated; PREFIX* for a prefix) a script job's spec may set beyond the default allowlist")
+	fs.StringVar(&f.cgroup, "cgroup", spoold.CgroupAuto, "`MODE` of ending a job's processes with it: auto (a cgroup per job where one can be made), on (the same, or exit 1), off (process group and session)")
 	version := fs.Bool("version", false, "print the version and exit")
 	bad := func(format string, args ...any) (flags, error) {
 		return f, cli.Usagef(format+" (see spoold -h)", args...)
@@ -211,6 +216,17 @@ func parseFlags(args []string) (f flags, err error) {
 		}
 	}
 	f.limits.EventRate = *eventRate
+	if f.cgroup != spoold.CgroupAuto && f.cgroup != spoold.CgroupOn && f.cgroup != spoold.CgroupOff {
+		return bad("--cgroup %q: want auto, on or off", f.cgroup)
+	}
+	for _, n := range strings.Split(*scriptEnv, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			f.scriptEnv = append(f.scriptEnv, n)
+		}
+	}
+	if _, err := spoold.NewScriptEnv(f.scriptEnv); err != nil {
+		return bad("--script-env: %v", err)
+	}
 	f.ceilings = spool.Limits{Log: f.limits.Log * int64(*ceiling), Events: f.limits.Events * int64(*ceiling), EventRate: f.limits.EventRate * *ceiling}
 	return f, nil
 }
@@ -222,7 +238,7 @@ func (f flags) config(s *spool.Spool, log *logrus.Logger) spoold.Config {
 		Spool: s, Workers: f.workers, Lease: f.lease, Grace: f.grace, KillGrace: f.killGrace,
 		Host: f.host, Worker: f.worker, Poll: f.poll, Rescan: f.rescan, MaxTimeout: f.maxTimeout,
 		Env: jobEnvironment(os.LookupEnv, os.Executable), Log: log,
-		Limits: f.limits, Ceilings: f.ceilings, Floor: f.floor,
+		Limits: f.limits, Ceilings: f.ceilings, Floor: f.floor, ScriptEnv: f.scriptEnv, Cgroup: f.cgroup,
 	}
 }
 
@@ -235,7 +251,7 @@ func openSpool(dir string) (*spool.Spool, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := spool.CheckRootSafe(s.Dir, os.Geteuid()); err != nil {
+	if err := s.CheckRootSafe(os.Geteuid()); err != nil {
 		s.Close()
 		return nil, err
 	}

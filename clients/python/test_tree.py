@@ -1,0 +1,123 @@
+"""What the client's own writer does to the tree, beside `spool submit`:
+one id is one job, the spool's path is found as Go finds it, and root's
+documents belong to the spool's owner (docs/clients.md)."""
+
+import json
+import os
+import subprocess
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import vmspool  # noqa: E402
+from _testing import BIN, SpoolCase, env, read  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# One submit by the client in a process of its own, printing OK or the error.
+PY_SUBMIT = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+import vmspool
+try:
+    vmspool.submit("c", argv=["echo", sys.argv[3]], job_id=sys.argv[4], spool=sys.argv[2])
+    print("OK")
+except vmspool.SpoolError as e:
+    print("ERR", e)
+"""
+
+
+class TakeTest(SpoolCase):
+    def test_one_id_is_one_job(self):
+        # Two clients, `spool submit --id` and `spool submit --batch`, all
+        # at once with one id: exactly one queues it, the others are told
+        # it already exists, and the spec is the winner's. Before the take
+        # was atomic, two of them often both succeeded.
+        for rnd in range(15):
+            job = "same.%d" % rnd
+            procs = []
+            for who in ("py1", "py2"):
+                procs.append((who, subprocess.Popen([sys.executable, "-c", PY_SUBMIT, HERE, self.spool, who, job],
+                                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
+            procs.append(("go", subprocess.Popen(
+                [os.path.join(BIN, "spool"), "--spool", self.spool, "submit", "--chat", "c", "--id", job, "--", "echo", "go"],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env())))
+            batch = subprocess.Popen([os.path.join(BIN, "spool"), "--spool", self.spool, "submit", "--batch", "-"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env())
+            procs.append(("batch", batch))
+            batch.stdin.write(json.dumps({"id": job, "chat": "c", "argv": ["echo", "batch"]}) + "\n")
+            batch.stdin.close()
+            won = []
+            for who, p in procs:
+                out = p.stdout.read()
+                p.stdout.close()
+                code = p.wait()
+                ok = out.startswith("OK") if who.startswith("py") else code == 0
+                if ok:
+                    won.append(who)
+                else:
+                    self.assertIn("already exists", out, (who, out))
+            self.assertEqual(len(won), 1, "round %d: %s all queued %s" % (rnd, won, job))
+            spec = json.loads(read(os.path.join(self.spool, job + ".json")))
+            self.assertEqual(spec["argv"][1], won[0])
+        self.assertEqual([n for n in os.listdir(self.spool) if n.startswith(".")], [])
+
+    def test_take_never_replaces(self):
+        # Whichever way the filesystem lets a name be taken.
+        job = self.spool_cmd("submit", "--chat", "c", "--", "echo", "first").stdout.strip()
+        before = read(os.path.join(self.spool, job + ".json"))
+        saved = vmspool._renameat2
+        self.addCleanup(setattr, vmspool, "_renameat2", saved)
+        for r2 in (None, False):  # renameat2 where libc has it; link(2) without
+            vmspool._renameat2 = r2
+            dfd = os.open(self.spool, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                with self.assertRaises(FileExistsError):
+                    vmspool._write_durable(dfd, job + ".json", b'{"chat":"c","argv":["evil"]}', take=True)
+                vmspool._write_durable(dfd, "fresh.json", b"{}", take=True)
+                os.unlink("fresh.json", dir_fd=dfd)
+            finally:
+                os.close(dfd)
+        self.assertEqual(read(os.path.join(self.spool, job + ".json")), before)
+        self.assertEqual([n for n in os.listdir(self.spool) if n.startswith(".")], [])
+
+
+class SpoolPathTest(SpoolCase):
+    def test_symlinked_spool_path(self):
+        # One rule for the client and the Go commands: the spool's own path
+        # may be a symlink, and it is followed; a file there is not a spool.
+        link = os.path.join(self.tmp, "link")
+        os.symlink(self.spool, link)
+        job = vmspool.submit("c", argv=["true"], spool=link)
+        self.assertTrue(os.path.exists(os.path.join(self.spool, job + ".ready")))
+        go = subprocess.run([os.path.join(BIN, "spool"), "--spool", link, "submit", "--chat", "c", "--", "true"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
+        self.assertEqual(go.returncode, 0, go.stderr)
+        self.assertTrue(os.path.exists(os.path.join(self.spool, go.stdout.strip() + ".ready")))
+        afile = os.path.join(self.tmp, "afile")
+        with open(afile, "w"):
+            pass
+        flink = os.path.join(self.tmp, "flink")
+        os.symlink(afile, flink)
+        for path in (afile, flink):
+            go = subprocess.run([os.path.join(BIN, "spool"), "--spool", path, "submit", "--chat", "c", "--", "true"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
+            self.assertEqual(go.returncode, 2)
+            with self.assertRaises(vmspool.SpoolError) as cm:
+                vmspool.submit("c", argv=["true"], spool=path)
+            self.assertEqual("spool submit: " + str(cm.exception), go.stderr.strip())
+
+
+class OwnerTest(SpoolCase):
+    @unittest.skipUnless(os.geteuid() == 0, "needs root: root's submit into another user's spool (CI runs as root)")
+    def test_root_submit_belongs_to_the_spool(self):
+        os.chown(self.spool, 65534, 65533)
+        job = vmspool.submit("c", argv=["true"], spool=self.spool)
+        for name in (job + ".json", job + ".ready"):
+            st = os.stat(os.path.join(self.spool, name))
+            self.assertEqual((st.st_uid, st.st_gid, st.st_mode & 0o777), (65534, 65533, 0o640), name)
+
+
+if __name__ == "__main__":
+    unittest.main()

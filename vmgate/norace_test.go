@@ -1,0 +1,5 @@
+//go:build !race
+
+package vmgate
+
+const raceEnabled = false
