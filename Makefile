@@ -41,7 +41,10 @@ test: fmt-check vet build
 # skip: chromium (the live page's browser test), python3-pydantic (the Open
 # WebUI tools), logrotate (dist/logrotate), openssh-server and sshfs (many
 # hosts over sshfs from a loopback sshd), lintian (the package),
-# debootstrap and systemd-container (the units under systemd, TestSystemd).
+# debootstrap and systemd-container (the units under systemd, TestSystemd);
+# and the engines of the many-hosts proof (scripts/engines/: GlusterFS,
+# CephFS, iptables for the faults, libfaketime for a host's clock), without
+# their recommends.
 test-deps:
 	@missing=; \
 	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
@@ -58,6 +61,20 @@ test-deps:
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; } || \
 			echo "test-deps: installing$$missing failed: the tests that need them will skip"; \
 	else echo "test-deps:$$missing missing and not root: the tests that need them will skip"; fi
+	@missing=; \
+	command -v glusterd >/dev/null || missing="$$missing glusterfs-server"; \
+	command -v glusterfs >/dev/null || missing="$$missing glusterfs-client"; \
+	for p in ceph-mon ceph-mgr ceph-osd ceph-mds ceph-fuse; do command -v $$p >/dev/null || missing="$$missing $$p"; done; \
+	command -v ceph >/dev/null || missing="$$missing ceph-common"; \
+	command -v uuidgen >/dev/null || missing="$$missing uuid-runtime"; \
+	command -v iptables >/dev/null || missing="$$missing iptables"; \
+	ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || missing="$$missing libfaketime"; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "test-deps: installing$$missing"; \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; } || \
+			echo "test-deps: installing$$missing failed: the engines that need them will skip"; \
+	else echo "test-deps:$$missing missing and not root: the engines that need them will skip"; fi
 
 # clients/: the Python client against the real binaries in bin/, then the
 # Open WebUI tools called as Open WebUI calls them.

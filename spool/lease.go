@@ -109,7 +109,7 @@ func (s *Spool) Claim(job string, l Lease) (lease, prev *Lease, err error) {
 	l.Job = job
 	l.Attempt, l.First = m.next()
 	if l.Claimed == 0 {
-		l.Claimed = Now()
+		l.Claimed = Stamp(s.Now())
 	}
 	if err := s.writeLease(&l); err != nil {
 		// Put the marker back so the job stays queued; if even that
@@ -156,7 +156,7 @@ func (s *Spool) Heartbeat(l *Lease) error {
 	if err != nil || !cur.Same(l) {
 		return fmt.Errorf("job %s: %w", l.Job, ErrLeaseLost)
 	}
-	now := time.Now()
+	now := s.Now()
 	if err := s.root.Chtimes(l.Job+ExtRunning, now, now); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("job %s: %w", l.Job, ErrLeaseLost)

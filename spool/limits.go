@@ -68,9 +68,19 @@ func SpaceOf(dir string) (Space, error) {
 	if err := syscall.Statfs(dir, &st); err != nil {
 		return Space{}, fmt.Errorf("spool %s: statfs: %w", dir, err)
 	}
+	return spaceOf(&st), nil
+}
+
+// spaceOf reads a statfs. A filesystem that says it has no limit on
+// inodes (CephFS reports its free inodes as the largest number, -1 when
+// read as signed) is not judged by them, as one that reports none.
+func spaceOf(st *syscall.Statfs_t) Space {
 	bs := int64(st.Bsize)
-	return Space{Free: int64(st.Bavail) * bs, Size: int64(st.Blocks) * bs,
-		FreeInodes: int64(st.Ffree), Inodes: int64(st.Files)}, nil
+	sp := Space{Free: int64(st.Bavail) * bs, Size: int64(st.Blocks) * bs}
+	if st.Ffree <= math.MaxInt64 && st.Files <= math.MaxInt64 {
+		sp.FreeInodes, sp.Inodes = int64(st.Ffree), int64(st.Files)
+	}
+	return sp
 }
 
 // Below returns an error wrapping ErrBelowFloor that says which part of f

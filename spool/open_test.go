@@ -33,6 +33,7 @@ func TestOneOpen(t *testing.T) {
 		"ProcessStart":  "/proc/PID/stat",
 		"BootID":        "/proc/sys/kernel/random/boot_id",
 		"umaskKeeps":    "/proc/self/status",
+		"Filesystem":    "/proc/self/mountinfo",
 		"checkAbove":    "O_PATH handles of the directories above the spool, which open nothing to read or write",
 	}
 	fset := token.NewFileSet()

@@ -101,7 +101,7 @@ func (s *Spool) WriteProgressN(p *Progress) (int, error) {
 	if err := CheckChatID(p.Chat); err != nil {
 		return 0, err
 	}
-	p.Updated = Round2(Now())
+	p.Updated = Round2(Stamp(s.Now()))
 	if p.Events == nil {
 		p.Events = []Event{}
 	}

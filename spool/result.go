@@ -45,7 +45,7 @@ func (s *Spool) writeResult(r *Result) error {
 		return fmt.Errorf("job %s: finish: %q is not a final state", r.Job, r.State)
 	}
 	if r.Finished == 0 {
-		r.Finished = Now()
+		r.Finished = Stamp(s.Now())
 	}
 	b, err := json.Marshal(r)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/google/renameio/v2"
 )
@@ -79,6 +80,9 @@ type Spool struct {
 	// owners are the uids whose specs and markers are trusted (TrustOwners);
 	// empty: any.
 	owners []uint32
+
+	// clockOffset moves the times this Spool writes (SetClockOffset).
+	clockOffset time.Duration
 }
 
 // Open opens an existing spool without creating anything: the commands that

@@ -43,7 +43,7 @@ func (d *Daemon) handle(it *item) {
 	shared := d.cfg.Poll > 0
 	if shared && d.chatElsewhere(sp.Chat, it.job, nil) {
 		chatLock.Close()
-		d.later(it, time.Now().Add(time.Second))
+		d.later(it, d.now().Add(time.Second))
 		return
 	}
 	if shared {
@@ -100,14 +100,14 @@ func (d *Daemon) admit(it *item) (sp *spool.Spec, ok bool) {
 		d.drop(it)
 		return nil, false
 	}
-	if fi.ModTime().After(time.Now()) && fi.ModTime().After(it.at) {
+	if fi.ModTime().After(d.now()) && fi.ModTime().After(it.at) {
 		d.later(it, fi.ModTime())
 		return nil, false
 	}
 	// Below the free-space floor nothing new is claimed: the job stays
 	// queued, and is tried again in a second (limits.go).
 	if d.belowFloor() {
-		d.later(it, time.Now().Add(time.Second))
+		d.later(it, d.now().Add(time.Second))
 		return nil, false
 	}
 	if err := d.s.CheckOwner(it.job+spool.ExtReady, fi); err != nil {
@@ -136,8 +136,8 @@ func (d *Daemon) admit(it *item) (sp *spool.Spec, ok bool) {
 // lease that goes before this one: any, before a claim (mine nil); after
 // it, one claimed earlier, or at the same instant with a smaller id. This
 // daemon's own runs of the chat hold its flock, so what it finds is
-// another host's. A lease older than its length (life, heartbeat: both
-// bounded by this daemon's lease and clock) is the recovery's.
+// another host's. A lease this daemon has seen still for longer than its
+// length (life: no longer than this daemon's lease) is the recovery's.
 func (d *Daemon) chatElsewhere(chat, job string, mine *spool.Lease) bool {
 	ls, beats, err := d.s.ChatRunning(chat, job)
 	if err != nil {
@@ -145,15 +145,16 @@ func (d *Daemon) chatElsewhere(chat, job string, mine *spool.Lease) bool {
 	}
 	for i, l := range ls {
 		life := d.life(l)
+		// A heartbeat is live while this daemon sees it move (liveness.go),
+		// whatever the clocks of the hosts say.
+		quiet := d.silence("chat "+l.Job, beats[i].Format(time.RFC3339Nano))
 		if l.Worker == "" {
 			// Claimed, its lease not written yet: live for one lease from
 			// when this daemon first saw it so, then the recovery's (a
 			// claimer that died there leaves it so for ever).
-			beats[i] = d.firstSeenPending(l.Job)
-		} else {
-			beats[i] = d.heartbeat(l.Job, beats[i])
+			quiet = time.Since(d.firstSeenPending(l.Job))
 		}
-		if time.Since(beats[i]) > life {
+		if quiet > life {
 			continue
 		}
 		// A claim whose lease is not written yet goes before: of two
@@ -214,7 +215,7 @@ func (d *Daemon) later(it *item, at time.Time) {
 // chat's wait list was let go: a second and a random part later, so that
 // two hosts that gave way together do not meet again.
 func (d *Daemon) backOff(it *item) {
-	it.at, it.parked = time.Now().Add(time.Second+rand.N(500*time.Millisecond)), false
+	it.at, it.parked = d.now().Add(time.Second+rand.N(500*time.Millisecond)), false
 	d.q.push(it)
 }
 
@@ -323,7 +324,7 @@ func (d *Daemon) endUnstarted(lease *spool.Lease, chat string, st spool.State, t
 	res.Errorf("%s", why)
 	if err := d.s.Finish(res); err != nil {
 		e.WithError(err).Error("cannot write result; queued again")
-		d.s.Requeue(lease, time.Now().Add(time.Second))
+		d.s.Requeue(lease, d.now().Add(time.Second))
 		return false
 	}
 	d.cfg.Metrics.EndedUnstarted(string(st))

@@ -83,6 +83,11 @@ type Config struct {
 	// Floor is the free space below which no job is claimed (running ones
 	// go on); zero: none.
 	Floor spool.Floor
+	// ClockOffset moves this daemon's clock (Spool.SetClockOffset): a
+	// host whose clock is off, played in tests of many hosts on one
+	// machine. cmd/spoold sets it only from the test-only
+	// VMSPOOL_TEST_CLOCK_OFFSET.
+	ClockOffset time.Duration
 	// Ready, if set, is called once the daemon serves: the watch is set,
 	// the first scan and recovery are done and the workers started (for
 	// systemd's READY=1).

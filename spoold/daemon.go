@@ -23,11 +23,14 @@ const parkedRetry = time.Second
 // Daemon serves one spool. Build it with New, run it with Run.
 type Daemon struct {
 	// pending: jobs seen claimed without a lease, when first and last
-	// seen so (chatElsewhere); future: leases seen with a heartbeat in
-	// the future (heartbeat).
+	// seen so (chatElsewhere).
 	pmu     sync.Mutex
 	pending map[string][2]time.Time
-	future  map[string]futureBeat
+	// sightings: what this daemon last saw of each lease it judges, and
+	// since when (liveness.go).
+	smu       sync.Mutex
+	sightings map[string]*sighting
+	swept     time.Time
 
 	cfg  Config
 	s    *spool.Spool
@@ -57,6 +60,8 @@ type Daemon struct {
 	scriptEnv *ScriptEnv // what a script job's spec may set (scriptenv.go)
 	cg        *cgroups   // where its jobs' cgroups are made; nil: none (cgroup.go)
 
+	rootSeen sighting // the root's stamp at the last polls (poll)
+
 	floorMu  sync.Mutex
 	floorAt  time.Time // when the free space was last checked (limits.go)
 	floorErr error     // non-nil while below the floor
@@ -72,7 +77,7 @@ func New(cfg Config) (*Daemon, error) {
 		return nil, fmt.Errorf("spoold: spool %s: %w", cfg.Spool.Dir, err)
 	}
 	d := &Daemon{
-		cfg: cfg, s: cfg.Spool, log: cfg.Log, q: newQueue(), root: root,
+		cfg: cfg, s: cfg.Spool, log: cfg.Log, root: root,
 		boot: spool.BootID(), pid: os.Getpid(),
 		runs: make(map[string]*run), chats: make(map[string]*run),
 		running: make(map[string]struct{}), recovering: make(map[string]struct{}),
@@ -80,11 +85,17 @@ func New(cfg Config) (*Daemon, error) {
 		interrupt:  make(chan struct{}), hard: make(chan struct{}),
 	}
 	d.pst, _ = spool.ProcessStart(d.pid)
+	d.q = newQueue(d.now)
 	if d.scriptEnv, err = NewScriptEnv(cfg.ScriptEnv); err != nil {
 		return nil, fmt.Errorf("spoold: %w", err)
 	}
 	return d, nil
 }
+
+// now is this daemon's clock, the one it compares the tree's times with
+// (markers' not-before times) and writes them by: the host's, moved by
+// the test-only ClockOffset.
+func (d *Daemon) now() time.Time { return time.Now().Add(d.cfg.ClockOffset) }
 
 // StopNow is the second signal: running jobs are ended at once (SIGKILL to
 // their groups) and put back in the queue, without waiting for the grace.
@@ -183,10 +194,13 @@ func (d *Daemon) work(ctx context.Context) {
 	}
 }
 
-// ticks drives what no event reports: recovery every lease, the safety
-// rescan (or, in poll mode, the poll itself).
+// ticks drives what no event reports: recovery every half lease (a
+// heartbeat is dead once seen still for a lease: looked at every half
+// lease, a dead worker's job is taken over between one and two leases
+// after its last heartbeat), the safety rescan (or, in poll mode, the poll
+// itself).
 func (d *Daemon) ticks(ctx context.Context) {
-	rec := time.NewTicker(d.cfg.Lease)
+	rec := time.NewTicker(d.cfg.Lease / 2)
 	defer rec.Stop()
 	every := d.cfg.Rescan
 	if d.cfg.Poll > 0 {
@@ -206,7 +220,11 @@ func (d *Daemon) ticks(ctx context.Context) {
 		case <-rec.C:
 			d.recoverAll()
 		case <-scan.C:
-			d.rescan()
+			if d.w == nil {
+				d.poll()
+			} else {
+				d.rescan()
+			}
 		case <-parked.C:
 			if d.q.parkedChats() > 0 {
 				d.q.retryAll()
@@ -337,15 +355,44 @@ func (d *Daemon) quarantine(name, why string) {
 	e.WithField("to", spool.CorruptDir+"/"+dst).Warn("moved aside")
 }
 
+// rootSettle is how long after the root's stamp last changed a poll still
+// reads the root whole: two changes within the filesystem's time
+// granularity (a second over sftp) may leave one stamp.
+const rootSettle = 2 * time.Second
+
+// poll is poll mode's look at the tree. The root is read whole only while
+// it may have changed: its stamp (spool.RootStamp: mtime, ctime) moved
+// since the last poll, or moved less than rootSettle ago, as this daemon
+// watched it. Every change a poll must see (a marker queued or queued
+// again, a cancel, a lease taken or given up, a result) adds, removes or
+// renames a name in the root; so an idle spool costs a poll one stat of
+// the root, however many ended jobs it keeps until gc, where it cost a
+// listing of every name they have. The runs are woken, and the chats that
+// jobs wait for tried, either way.
+func (d *Daemon) poll() {
+	st, err := d.s.RootStamp()
+	now := time.Now()
+	if err == nil && st == d.rootSeen.stamp && now.Sub(d.rootSeen.since) >= rootSettle {
+		d.wakeAll()
+		return
+	}
+	if err != nil || st != d.rootSeen.stamp {
+		d.rootSeen = sighting{stamp: st, since: now}
+	}
+	if !d.rescan() {
+		d.rootSeen = sighting{} // read it again at the next poll
+	}
+}
+
 // rescan reads the root's names once: at start, after an overflow, as the
 // safety net, and as the poll. It adds the markers not known yet, keeps the
 // set of leases current, hands cancel requests on, and retries every chat
-// that jobs wait for.
-func (d *Daemon) rescan() {
+// that jobs wait for. It reports whether the root could be read.
+func (d *Daemon) rescan() bool {
 	jobs, _, err := d.s.Scan()
 	if err != nil {
 		d.log.WithError(err).WithField("worker", d.cfg.Worker).Error("scanning the spool")
-		return
+		return false
 	}
 	const final = spool.HasDone | spool.HasFailed | spool.HasCancelled
 	running := make(map[string]struct{})
@@ -371,13 +418,22 @@ func (d *Daemon) rescan() {
 	for job := range running {
 		d.running[job] = struct{}{}
 	}
-	var mine []*run
-	for _, r := range d.runs {
-		mine = append(mine, r)
-	}
 	d.mu.Unlock()
+	d.wakeAll()
+	return true
+}
+
+// wakeAll, in poll mode, wakes every run (nothing else tells them of their
+// events and answers), and in either mode tries again every chat that
+// jobs wait for.
+func (d *Daemon) wakeAll() {
 	if d.w == nil {
-		// Poll mode: nothing else tells the runs about their events.
+		d.mu.Lock()
+		var mine []*run
+		for _, r := range d.runs {
+			mine = append(mine, r)
+		}
+		d.mu.Unlock()
 		for _, r := range mine {
 			poke(r.wake)
 			poke(r.answerWake)

@@ -68,10 +68,11 @@ type queue struct {
 	waits   map[string]*chatWait
 	changed chan struct{} // closed and replaced when something may be claimable
 	closed  bool
+	now     func() time.Time // the clock the items' times are on (markers' mtimes)
 }
 
-func newQueue() *queue {
-	return &queue{known: make(map[string]struct{}), waits: make(map[string]*chatWait), changed: make(chan struct{})}
+func newQueue(now func() time.Time) *queue {
+	return &queue{known: make(map[string]struct{}), waits: make(map[string]*chatWait), changed: make(chan struct{}), now: now}
 }
 
 func (q *queue) notifyLocked() {
@@ -134,7 +135,7 @@ func (q *queue) next(ctx context.Context) *item {
 		var wait time.Duration = -1
 		if len(q.h) > 0 {
 			top := q.h[0]
-			d := time.Until(top.at)
+			d := top.at.Sub(q.now())
 			if d <= 0 {
 				heap.Pop(&q.h)
 				q.mu.Unlock()

@@ -9,7 +9,7 @@ import (
 )
 
 func TestQueueOrder(t *testing.T) {
-	q := newQueue()
+	q := newQueue(time.Now)
 	t0 := time.Now().Add(-time.Minute)
 	for _, it := range []*item{
 		{job: "c", at: t0.Add(2 * time.Second)},
@@ -33,7 +33,7 @@ func TestQueueOrder(t *testing.T) {
 // A marker whose time is in the future (a backoff) waits on a timer; a job
 // queued meanwhile with an earlier time goes first.
 func TestQueueNotBefore(t *testing.T) {
-	q := newQueue()
+	q := newQueue(time.Now)
 	q.add(&item{job: "later", at: time.Now().Add(150 * time.Millisecond)})
 	go func() {
 		time.Sleep(20 * time.Millisecond)
@@ -56,7 +56,7 @@ func TestQueueNotBefore(t *testing.T) {
 
 // The jobs of a busy chat wait in order, and only the head is retried.
 func TestQueueChatWait(t *testing.T) {
-	q := newQueue()
+	q := newQueue(time.Now)
 	t0 := time.Now().Add(-time.Minute)
 	for _, j := range []string{"j2", "j1", "j3"} {
 		q.known[j] = struct{}{}

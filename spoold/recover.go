@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"syscall"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -71,12 +70,13 @@ func (d *Daemon) recoverAll() {
 
 // judge reads a lease and says whether its worker is dead: on this host,
 // its pid is gone or is a newer process (start time, boot id); on any
-// host, its heartbeat is older than its lease, both as far as this
-// daemon's lease and clock believe them (life, heartbeat), a lease of
-// this daemon's own too, unless one of its runs or claims holds it. An
-// unreadable lease is a claim in progress while it is fresh, and dead
-// once both its mtime and its ctime are older than the lease (the claim's
-// rename keeps the marker's mtime, but sets the ctime).
+// host, its heartbeat has not moved for its lease (life: no longer than
+// this daemon's) as this daemon watched it (liveness.go: no clock of
+// another host is believed; a lease of this daemon's own too, unless one
+// of its runs or claims holds it). An
+// unreadable lease is a claim in progress until it has stood still, its
+// times and size unchanged, for the lease (a claim's rename sets the
+// ctime, its write makes a new file).
 func (d *Daemon) judge(job string) (*spool.Lease, fs.FileInfo, bool) {
 	l, fi, err := d.s.ReadLease(job)
 	if err != nil {
@@ -87,12 +87,7 @@ func (d *Daemon) judge(job string) (*spool.Lease, fs.FileInfo, bool) {
 			return nil, nil, false
 		}
 		if errors.Is(err, spool.ErrCorrupt) && fi != nil {
-			old := time.Since(d.heartbeat(job, fi.ModTime())) > d.cfg.Lease
-			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-				ctime := time.Unix(st.Ctim.Sec, st.Ctim.Nsec)
-				old = old && time.Since(ctime) > d.cfg.Lease
-			}
-			return &spool.Lease{Job: job}, fi, old
+			return &spool.Lease{Job: job}, fi, d.silence(job, fileStamp(fi)) >= d.cfg.Lease
 		}
 		return nil, nil, false
 	}
@@ -112,7 +107,7 @@ func (d *Daemon) judge(job string) (*spool.Lease, fs.FileInfo, bool) {
 		// anyone's. Our pid is alive, so only the heartbeat can say so.
 	}
 	known, alive := l.Alive(d.cfg.Host, d.boot)
-	stale := time.Since(d.heartbeat(job, fi.ModTime())) > d.life(l)
+	stale := d.silence(job, fileStamp(fi)) >= d.life(l)
 	return l, fi, (known && !alive) || stale
 }
 
@@ -153,7 +148,7 @@ func (d *Daemon) recoverJob(job string, l *spool.Lease, fi fs.FileInfo) {
 	}
 	if l.Tries() < max {
 		wait := Backoff(l.Attempt)
-		ok, err := d.s.Requeue(l, time.Now().Add(wait))
+		ok, err := d.s.Requeue(l, d.now().Add(wait))
 		if err != nil {
 			e.WithError(err).Error("cannot queue the job again")
 			return

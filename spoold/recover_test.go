@@ -9,9 +9,9 @@ import (
 )
 
 // A lease of this daemon's own that nothing of it heartbeats (a requeue
-// that failed left it) is dead once its heartbeat is older than the lease,
-// and is recovered by the daemon itself; one of its runs or of its claims
-// in flight is never judged.
+// that failed left it) is dead once its heartbeat has stood still for the
+// lease, and is recovered by the daemon itself; one of its runs or of its
+// claims in flight is never judged.
 func TestJudgeOwnLease(t *testing.T) {
 	d, s := newTestDaemon(t)
 	job, err := s.Submit(&spool.Spec{Chat: "c", Argv: []string{"true"}, Attempts: 2})
@@ -22,11 +22,16 @@ func TestJudgeOwnLease(t *testing.T) {
 	if err != nil || l == nil {
 		t.Fatalf("claim: %v, %v", l, err)
 	}
-	age := func(d time.Duration) {
-		tm := time.Now().Add(-d)
+	// age makes the lease look seen still for a: one sighting, moved back.
+	age := func(a time.Duration) {
+		tm := time.Now().Add(-time.Hour)
 		if err := os.Chtimes(s.Path(job+spool.ExtRunning), tm, tm); err != nil {
 			t.Fatal(err)
 		}
+		d.judge(job)
+		d.smu.Lock()
+		d.sightings[job].since = d.sightings[job].since.Add(-a)
+		d.smu.Unlock()
 	}
 	for _, tc := range []struct {
 		name string
@@ -72,5 +77,44 @@ func TestJudgeOwnLease(t *testing.T) {
 	m, err := s.ReadMarker(job)
 	if err != nil || m.Attempt != l.Attempt+1 || !m.NotBefore.After(time.Now()) {
 		t.Errorf("marker %+v, %v; want attempt %d after a backoff", m, err, l.Attempt+1)
+	}
+}
+
+// A heartbeat is judged by whether it moves, not by its time: a lease whose
+// mtime is an hour old (its host's clock behind) is alive while it moves,
+// and one whose mtime is in the future (a clock ahead, or a planted lease)
+// is dead once it has stood still for the lease.
+func TestJudgeIgnoresClocks(t *testing.T) {
+	d, s := newTestDaemon(t)
+	job, err := s.Submit(&spool.Spec{Chat: "c", Argv: []string{"true"}, Attempts: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := d.lease("c")
+	other.Host, other.Worker = "elsewhere", "elsewhere:1"
+	if l, _, err := s.Claim(job, other); err != nil || l == nil {
+		t.Fatalf("claim: %v, %v", l, err)
+	}
+	beat := func(at time.Time) {
+		if err := os.Chtimes(s.Path(job+spool.ExtRunning), at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-time.Hour)
+	for i := 0; i < 3; i++ {
+		beat(old.Add(time.Duration(i) * time.Second))
+		if _, _, dead := d.judge(job); dead {
+			t.Fatalf("a lease an hour old that moves (beat %d) judged dead", i)
+		}
+	}
+	beat(time.Now().Add(time.Hour))
+	if _, _, dead := d.judge(job); dead {
+		t.Fatal("a lease seen once judged dead")
+	}
+	d.smu.Lock()
+	d.sightings[job].since = d.sightings[job].since.Add(-d.cfg.Lease)
+	d.smu.Unlock()
+	if _, _, dead := d.judge(job); !dead {
+		t.Error("a lease an hour in the future, still for a lease, judged alive")
 	}
 }

@@ -318,7 +318,7 @@ func (r *run) lockSpec(prev *spool.Lease) *os.File {
 				return nil
 			}
 		case <-d.interrupt:
-			r.requeue("interrupted by shutdown before it started", time.Now())
+			r.requeue("interrupted by shutdown before it started", r.d.now())
 			return nil
 		case <-r.cancelCh:
 			r.end(spool.Cancelled, nil, "cancelled before it started")
@@ -572,7 +572,7 @@ func (r *run) exited(werr error) {
 		r.log.Warn("stopped after losing the lease; the new holder owns the job")
 		return
 	case endShutdown:
-		r.requeue("interrupted by shutdown", time.Now())
+		r.requeue("interrupted by shutdown", r.d.now())
 		return
 	case endCancel:
 		r.end(spool.Cancelled, exit, "cancelled")

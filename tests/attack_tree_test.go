@@ -347,10 +347,10 @@ func TestAttackRootSpoolParents(t *testing.T) {
 // already exists, and both ways of taking a name are used there (the
 // flag refused, then a link).
 func TestMultiHostTakeOnce(t *testing.T) {
-	c := mhStart(t)
+	c := mhStart(t, "sshfs")
 	const rounds = 20
 	errs := filepath.Join(c.dir, "errs")
-	h := c.host("take", mhRecommended, "sh", "-c", `for i in $(seq `+fmt.Sprint(rounds)+`); do
+	h := c.host("take", "h1", nil, "sh", "-c", `for i in $(seq `+fmt.Sprint(rounds)+`); do
 	spool --spool "$SPOOL" submit --chat c --id "t$i" -- true >/dev/null 2>>"$0" &
 	spool --spool "$SPOOL" submit --chat c --id "t$i" -- true >/dev/null 2>>"$0" &
 	wait

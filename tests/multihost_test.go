@@ -1,103 +1,113 @@
 package tests
 
 // Many hosts on one machine: each host is its own set of Linux namespaces
-// (pid, mount, uts: its own hostname, its own pids, its own mounts) and
-// mounts the same export over sshfs from a loopback sshd, so that pids,
-// flocks and inotify do not cross hosts, as on NFS. The tests skip, saying
-// why, where this cannot be built (not root, no /dev/fuse, no sshd or
-// sshfs: .ci/run and `make test-deps` install them).
+// (pid, mount, uts: its own hostname, its own pids, its own mounts) on a
+// network namespace of its own, and mounts the same volume through its own
+// link to the file servers, which run in another namespace: so that pids,
+// flocks (where the engine does not share them) and inotify do not cross
+// hosts, and the network between one host and the data can be cut or made
+// lossy. The engines (sshfs, GlusterFS, CephFS) are set up and torn down
+// by scripts/engines/ENGINE.sh, which an operator can run as well. The
+// tests skip, saying why, where an engine cannot start (not root, no
+// /dev/fuse, a package missing: `make test-deps` installs them).
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/vmspool/vmspool/spool"
+	"golang.org/x/sys/unix"
 )
 
-// mhCluster is a file server (an sshd on loopback exporting a directory)
-// and the hosts that mount it.
+// mhEngines are the engines the many-hosts proof runs on.
+var mhEngines = []string{"sshfs", "gluster", "ceph"}
+
+// mhEngineMu keeps the engines one at a time: they share the namespaces'
+// names.
+var mhEngineMu sync.Mutex
+
+// mhCluster is an engine's file servers, set up by its script, and the
+// hosts that mount its volume.
 type mhCluster struct {
-	t      *testing.T
+	t      testing.TB
+	engine string
+	script string
 	dir    string
-	export string // the file server's own view of the spool's directory
+	export string // the file server's side of the volume (the admin mount)
 	spool  string // export/spool
-	port   int
-	key    string
 	runs   string // the jobs' record, on the local disk outside the spool
+	// serveWithin is how long a spoold may take to serve (90 s unset).
+	serveWithin time.Duration
 }
 
 // mhRecommended are the sshfs options docs/operations.md recommends: no
 // directory cache in sshfs, and the kernel's name and attribute caches
 // short, so that a marker made elsewhere is seen at the next poll.
+// scripts/engines/sshfs.sh mounts with them unless told otherwise.
 const mhRecommended = "dir_cache=no,entry_timeout=0.2,attr_timeout=0.2"
 
-func mhStart(t *testing.T) *mhCluster {
+// mhStart brings the engine up (its script's `up`, which first clears
+// whatever an earlier run left) and makes a spool on it; the engine goes
+// down when the test ends.
+func mhStart(t testing.TB, engine string) *mhCluster {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("skipped: many hosts need root (namespaces, FUSE mounts)")
 	}
-	for _, p := range []string{"/usr/sbin/sshd", "sshfs", "ssh-keygen", "unshare"} {
-		if _, err := exec.LookPath(p); err != nil {
-			t.Skipf("skipped: no %s (Debian's openssh-server, sshfs and util-linux; `make test-deps` installs them): %v", p, err)
-		}
-	}
 	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skipf("skipped: no /dev/fuse for sshfs: %v", err)
+		t.Skipf("skipped: no /dev/fuse: %v", err)
 	}
-	c := &mhCluster{t: t, dir: t.TempDir()}
-	c.export = filepath.Join(c.dir, "export")
-	c.spool = filepath.Join(c.export, "spool")
-	c.runs = filepath.Join(c.dir, "runs.log")
-	keys := filepath.Join(c.dir, "keys")
-	os.MkdirAll(keys, 0o700)
-	for _, k := range []string{"host", "user"} {
-		if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", filepath.Join(keys, k)).CombinedOutput(); err != nil {
-			t.Fatalf("ssh-keygen: %v: %s", err, out)
+	for _, p := range []string{"unshare", "nsenter", "ip"} {
+		if _, err := exec.LookPath(p); err != nil {
+			t.Skipf("skipped: no %s (util-linux, iproute2): %v", p, err)
 		}
 	}
-	pub, _ := os.ReadFile(filepath.Join(keys, "user.pub"))
-	os.WriteFile(filepath.Join(keys, "authorized_keys"), pub, 0o600)
-	c.key = filepath.Join(keys, "user")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	script, err := filepath.Abs(filepath.Join("..", "scripts", "engines", engine+".sh"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.port = ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	cfg := filepath.Join(c.dir, "sshd_config")
-	os.WriteFile(cfg, []byte(fmt.Sprintf(`ListenAddress 127.0.0.1
-Port %d
-HostKey %s
-AuthorizedKeysFile %s
-PermitRootLogin prohibit-password
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-UsePAM no
-StrictModes no
-MaxStartups 100
-MaxSessions 100
-Subsystem sftp internal-sftp
-PidFile none
-LogLevel ERROR
-`, c.port, filepath.Join(keys, "host"), filepath.Join(keys, "authorized_keys"))), 0o600)
-	os.MkdirAll("/run/sshd", 0o755) // sshd's privilege-separation directory
-	startPath(t, os.Environ(), "sshd", "/usr/sbin/sshd", "-D", "-e", "-f", cfg)
-	eventually(t, 10*time.Second, 20*time.Millisecond, "sshd to listen", func() bool {
-		conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", c.port))
-		if err == nil {
-			conn.Close()
+	mhEngineMu.Lock()
+	t.Cleanup(mhEngineMu.Unlock)
+	c := &mhCluster{t: t, engine: engine, script: script, dir: t.TempDir()}
+	c.runs = filepath.Join(c.dir, "runs.log")
+	began := time.Now()
+	out, err := c.run(3*time.Minute, "up")
+	t.Cleanup(func() {
+		if out, err := c.run(2*time.Minute, "down"); err != nil {
+			t.Errorf("%s down: %v: %s", engine, err, out)
 		}
-		return err == nil
 	})
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.ExitCode() == 2 {
+			t.Skipf("skipped: %s", strings.TrimSpace(out))
+		}
+		t.Skipf("skipped: %s does not start: %v: %s", engine, err, mhTail(out, 2000))
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(l, "admin="); ok {
+			c.export = v
+		}
+	}
+	if c.export == "" {
+		t.Fatalf("%s up said no admin=: %s", engine, out)
+	}
+	t.Logf("%s up in %v", engine, time.Since(began).Round(100*time.Millisecond))
+	c.spool = filepath.Join(c.export, "spool")
 	s, err := spool.Create(c.spool)
 	if err != nil {
 		t.Fatal(err)
@@ -106,55 +116,87 @@ LogLevel ERROR
 	return c
 }
 
-// mhHost is one host: a pid, mount and uts namespace with the export
-// mounted over sshfs, running one command.
-type mhHost struct {
-	c         *mhCluster
-	name, mnt string
-	p         *proc
-	spool     string // the host's view of the spool
-	pidNS     string // the namespace's id, to find its processes
+// run runs the engine's script with args, within limit.
+func (c *mhCluster) run(limit time.Duration, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, c.script, args...)
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }
 
-// host starts the host name, mounting the export with the sshfs options
-// opts, and runs argv (with SPOOL, the host's view of the spool, in its
-// environment) once mounted.
-func (c *mhCluster) host(name, opts string, argv ...string) *mhHost {
+// fault cuts a slot's link (partition), makes it lossy (loss PCT) or heals
+// it.
+func (c *mhCluster) fault(slot string, what ...string) {
+	c.t.Helper()
+	if out, err := c.run(30*time.Second, append([]string{"fault", slot}, what...)...); err != nil {
+		c.t.Fatalf("%s fault %s %v: %v: %s", c.engine, slot, what, err, out)
+	}
+}
+
+func mhTail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// mhHost is one host: pid, mount and uts namespaces on a slot's network
+// namespace, with the volume mounted, running one command.
+type mhHost struct {
+	c               *mhCluster
+	name, slot, mnt string
+	p               *proc
+	spool           string   // the host's view of the spool
+	pidNS           string   // the namespace's id, to find its processes
+	fuse            []string // its FUSE connections (major:minor), to abort if it hangs
+}
+
+// host starts the host name on slot (h1, h2, h3) with env added to its
+// environment (VMSP_FAKETIME runs its FUSE client under libfaketime), and
+// runs argv there once the volume is mounted, with SPOOL (the host's view
+// of the spool) and RUNS in its environment.
+func (c *mhCluster) host(name, slot string, env []string, argv ...string) *mhHost {
 	t := c.t
 	t.Helper()
-	h := &mhHost{c: c, name: name, mnt: filepath.Join(c.dir, "mnt-"+name)}
+	h := &mhHost{c: c, name: name, slot: slot, mnt: filepath.Join(c.dir, "mnt-"+name)}
 	h.spool = filepath.Join(h.mnt, "spool")
-	os.MkdirAll(h.mnt, 0o755)
-	o := fmt.Sprintf("IdentityFile=%s,StrictHostKeyChecking=no,UserKnownHostsFile=/dev/null,LogLevel=ERROR,port=%d", c.key, c.port)
-	if opts != "" {
-		o += "," + opts
-	}
-	script := `hostname "$HOST" && sshfs -o "$OPTS" "root@127.0.0.1:$EXPORT" "$MNT" || exit 97
-echo "host $HOST mounted"
-"$@"`
-	args := append([]string{"--pid", "--fork", "--kill-child=SIGKILL", "--mount", "--uts", "--mount-proc", "--propagation", "private",
-		"sh", "-c", script, "host"}, argv...)
-	env := append(raceEnv(), "HOST="+name, "OPTS="+o, "EXPORT="+c.export, "MNT="+h.mnt, "SPOOL="+h.spool, "RUNS="+c.runs,
+	e := append(raceEnv(), "VMSP_HOSTNAME="+name, "SPOOL="+h.spool, "RUNS="+c.runs,
 		"PATH="+binDir+":"+os.Getenv("PATH"))
-	h.p = startPath(t, env, name, "/usr/bin/unshare", args...)
-	eventually(t, 20*time.Second, 20*time.Millisecond, "host "+name+" to mount the export", func() bool {
-		return strings.Contains(h.p.logText(), "host "+name+" mounted") || !h.p.alive()
+	h.p = startPath(t, append(e, env...), name, c.script, append([]string{"host", slot, h.mnt, "--"}, argv...)...)
+	eventually(t, 60*time.Second, 20*time.Millisecond, "host "+name+" to mount the volume", func() bool {
+		return strings.Contains(h.p.logText(), "host "+name+": mounted") || !h.p.alive()
 	})
 	if !h.p.alive() {
 		t.Fatalf("host %s did not start: %s", name, h.p.logText())
 	}
 	if init := h.init(); init > 0 {
 		h.pidNS, _ = os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", init))
+		h.fuse = mhPrivateFUSE(init)
 	}
+	// Before the process's own cleanup (whose SIGTERM the host's first
+	// process ignores): the host is killed, and if it hangs in its cut-off
+	// mount, freed by aborting its FUSE connections.
+	t.Cleanup(h.kill)
 	return h
 }
 
 // spooldHost starts a host that runs spoold on its view of the spool.
-func (c *mhCluster) spooldHost(name, opts string, args ...string) *mhHost {
-	h := c.host(name, opts, append([]string{"sh", "-c", `exec spoold --spool "$SPOOL" --host "$HOST" "$@"`, "spoold"}, args...)...)
-	eventually(c.t, 20*time.Second, 20*time.Millisecond, "spoold on "+name+" to serve", func() bool {
+func (c *mhCluster) spooldHost(name, slot string, env []string, args ...string) *mhHost {
+	h := c.host(name, slot, env, append([]string{"sh", "-c", `exec spoold --spool "$SPOOL" --host "$VMSP_HOSTNAME" "$@"`, "spoold"}, args...)...)
+	// CephFS holds what a crashed or cut-off client had for its session's
+	// timeout (30 s at the least): a start may wait that long.
+	within := c.serveWithin
+	if within == 0 {
+		within = 90 * time.Second
+	}
+	eventually(c.t, within, 20*time.Millisecond, "spoold on "+name+" to serve", func() bool {
 		return strings.Contains(h.p.logText(), `"serving"`) || !h.p.alive()
 	})
+	if !h.p.alive() {
+		c.t.Fatalf("spoold on %s did not start: %s", name, h.p.logText())
+	}
 	return h
 }
 
@@ -192,27 +234,81 @@ func (h *mhHost) procs() map[int]string {
 }
 
 // kill kills the whole host: its pid namespace dies, and with it its
-// mount of the export.
-func (h *mhHost) kill() { h.p.kill() }
+// mount of the volume. A process of it hung in a cut-off mount (CephFS's
+// client leaves some in uninterruptible sleep) keeps the namespace alive
+// until its FUSE connection is aborted, which kill does.
+func (h *mhHost) kill() {
+	h.p.kill()
+	h.abort()
+}
 
-// cut stops the host's sshfs: its filesystem stops answering (every
-// operation on it hangs) while its processes run on. uncut lets it
-// answer again.
-func (h *mhHost) cut()   { h.signalSSHFS(syscall.SIGSTOP) }
-func (h *mhHost) uncut() { h.signalSSHFS(syscall.SIGCONT) }
-
-func (h *mhHost) signalSSHFS(sig syscall.Signal) {
-	n := 0
+// stop stops the host as an operator would: SIGTERM to its spoold, which
+// lets its jobs finish (or puts them back), and the host unmounts the
+// volume as it goes (scripts/engines/lib.sh).
+func (h *mhHost) stop() {
 	for pid, cmd := range h.procs() {
-		if strings.HasPrefix(cmd, "sshfs ") {
-			syscall.Kill(pid, sig)
-			n++
+		if strings.HasPrefix(cmd, "spoold ") {
+			syscall.Kill(pid, syscall.SIGTERM)
 		}
 	}
-	if n == 0 {
-		h.c.t.Fatalf("host %s has no sshfs to signal", h.name)
+	select {
+	case <-h.p.done:
+	case <-time.After(90 * time.Second):
+		h.c.t.Errorf("host %s did not stop within 90s of its spoold's SIGTERM", h.name)
+		h.kill()
 	}
 }
+
+// abort aborts the host's FUSE connections once it is dead: whatever still
+// waits on them fails, and the namespace goes.
+func (h *mhHost) abort() {
+	if h.p.alive() || len(h.fuse) == 0 {
+		return
+	}
+	if _, err := os.Stat("/sys/fs/fuse/connections/" + strings.SplitN(h.fuse[0], ":", 2)[1]); os.IsNotExist(err) {
+		syscall.Mount("fusectl", "/sys/fs/fuse/connections", "fusectl", 0, "")
+	}
+	for _, dev := range h.fuse {
+		os.WriteFile("/sys/fs/fuse/connections/"+strings.SplitN(dev, ":", 2)[1]+"/abort", []byte("1"), 0)
+	}
+	h.fuse = nil
+}
+
+// mhPrivateFUSE lists the FUSE mounts (major:minor) of pid's mount
+// namespace that this process's namespace does not have.
+func mhPrivateFUSE(pid int) []string {
+	mine := map[string]bool{}
+	for _, d := range mhFUSE("/proc/self/mountinfo") {
+		mine[d] = true
+	}
+	var out []string
+	for _, d := range mhFUSE(fmt.Sprintf("/proc/%d/mountinfo", pid)) {
+		if !mine[d] {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func mhFUSE(mountinfo string) []string {
+	b, _ := os.ReadFile(mountinfo)
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		for i := 6; i+1 < len(f); i++ {
+			if f[i] == "-" {
+				if strings.HasPrefix(f[i+1], "fuse") && strings.Contains(f[2], ":") {
+					out = append(out, f[2])
+				}
+				break
+			}
+		}
+	}
+	return out
+}
+
+// spooldLog is what spoold on the host logged.
+func (h *mhHost) spooldLog() string { return h.p.logText() }
 
 // mhRun is one attempt of a job as the job itself recorded it.
 type mhRun struct {
@@ -230,7 +326,7 @@ rec start; i=0; while [ $i -lt %d ]; do sleep 0.05; rec tick; i=$((i+1)); done; 
 }
 
 // mhReadRuns reads the jobs' record: its attempts, by job.
-func mhReadRuns(t *testing.T, path string) map[string][]*mhRun {
+func mhReadRuns(t testing.TB, path string) map[string][]*mhRun {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil
@@ -292,22 +388,43 @@ func (c *mhCluster) serverSubmit(chat string, argv ...string) string {
 	return spooldSubmit(c.t, c.spool, append([]string{"--chat", chat, "--env", "RUNS=" + c.runs, "--"}, argv...)...)
 }
 
+// submitToStart submits a job of chat on the file server's side and
+// returns how long it took to start on a host, as the job recorded it.
+func (c *mhCluster) submitToStart(tb testing.TB, chat string) time.Duration {
+	tb.Helper()
+	began := time.Now()
+	job := c.serverSubmit(chat, mhJobArgv(chat, 0, "")...)
+	var started time.Time
+	eventually(tb, 5*time.Minute, 5*time.Millisecond, "the job to start", func() bool {
+		for _, r := range mhReadRuns(tb, c.runs)[job] {
+			started = r.first
+			return true
+		}
+		return false
+	})
+	return started.Sub(began)
+}
+
 // TestMultiHostClaimLatency measures how long a job submitted on the file
-// server waits before a host's spoold (--poll 200ms) starts it, with
-// sshfs's default caches and with the recommended options.
+// server waits before a host's spoold (--poll 200ms) starts it, over sshfs
+// with sshfs's default caches and with the recommended options.
 func TestMultiHostClaimLatency(t *testing.T) {
-	c := mhStart(t)
+	c := mhStart(t, "sshfs")
 	for _, tc := range []struct {
 		name, opts string
 		samples    int
 		within     time.Duration
 	}{
 		{"recommended", mhRecommended, 10, 2 * time.Second},
-		{"default", "", 1, 0},
+		{"default", "stock", 1, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.within == 0 && os.Getenv("MULTIHOST") != "full" {
+				// Its two waits of sshfs's 20 s cache measure, not check.
+				t.Skip("sshfs's defaults are measured with MULTIHOST=full")
+			}
 			c.t = t
-			h := c.spooldHost("lat-"+tc.name, tc.opts, "--poll", "200ms", "--lease", "6s", "--metrics-file", "off")
+			h := c.spooldHost("lat-"+tc.name, "h1", []string{"VMSP_SSHFS_OPTS=" + tc.opts}, "--poll", "200ms", "--lease", "6s", "--kill-grace", "1s", "--metrics-file", "off")
 			defer h.kill()
 			// The first job warms the mount (its directory is read once).
 			var waits []time.Duration
@@ -315,18 +432,8 @@ func TestMultiHostClaimLatency(t *testing.T) {
 				// The host idle a moment, as between two chats' messages:
 				// what it last read of the directory is what a cache holds.
 				time.Sleep(time.Second)
-				began := time.Now()
-				job := c.serverSubmit("lat-"+tc.name, mhJobArgv("lat-"+tc.name, 0, "")...)
-				var started time.Time
-				eventually(t, 60*time.Second, 10*time.Millisecond, "the job to start", func() bool {
-					for _, r := range mhReadRuns(t, c.runs)[job] {
-						started = r.first
-						return true
-					}
-					return false
-				})
-				if i > 0 {
-					waits = append(waits, started.Sub(began))
+				if w := c.submitToStart(t, "lat-"+tc.name); i > 0 {
+					waits = append(waits, w)
 				}
 			}
 			var worst, sum time.Duration
@@ -343,154 +450,365 @@ func TestMultiHostClaimLatency(t *testing.T) {
 	}
 }
 
-// TestMultiHost runs 300 jobs of 30 chats over three hosts on sshfs, with
-// questions and cancels, while one host is killed and another cut off
-// from the file server, twice: every job ends in exactly one final state,
-// no job and no chat runs on two hosts at once (as the jobs themselves
-// recorded it, outside the spool), and a cut-off host has ended its jobs
-// before its lease could expire elsewhere.
-func TestMultiHost(t *testing.T) {
-	c := mhStart(t)
-	const jobs, chats = 300, 30
-	args := []string{"--poll", "200ms", "--lease", "6s", "--workers", "2", "--kill-grace", "500ms", "--metrics-file", "off"}
-	hosts := map[string]*mhHost{}
-	for _, n := range []string{"a", "b", "c"} {
-		hosts[n] = c.spooldHost(n, mhRecommended, args...)
+// mhLease and mhKillGrace are spoold's settings in the proof, with
+// mhArgs: short, so that a cut lasts seconds, and long enough for every
+// engine's check (the kill grace and a second of staleness under half the
+// lease).
+const (
+	mhLease     = 6 * time.Second
+	mhKillGrace = 500 * time.Millisecond
+)
+
+var mhArgs = []string{"--poll", "200ms", "--lease", mhLease.String(), "--workers", "2",
+	"--kill-grace", mhKillGrace.String(), "--metrics-file", "off"}
+
+// mhSize is how much of the proof runs: MULTIHOST=full runs the whole of
+// it (350 jobs over six waves, one fault each; on CephFS a seventh, whose
+// cut outlasts the session), unset the short one make test runs (84 jobs
+// over four waves: the two losses in one, the two clocks in one), off
+// none.
+func mhSize(t *testing.T) (full bool) {
+	switch v := os.Getenv("MULTIHOST"); v {
+	case "", "short":
+		return false
+	case "full":
+		return true
+	case "off", "0":
+		t.Skip("MULTIHOST=" + v + ": the many-hosts proof is off")
+	default:
+		t.Fatalf("MULTIHOST=%q: want full, short or off", v)
 	}
-	var ids []string
-	asks, cancels := map[string]bool{}, map[string]bool{}
-	for i := 0; i < jobs; i++ {
-		chat := fmt.Sprintf("ch%02d", i%chats)
-		extra := ""
-		if i%20 == 7 {
-			extra = `a=$(spool ask --timeout 60s "go on?") || exit 9;`
-		}
-		id := spooldSubmit(t, c.spool, append([]string{"--chat", chat, "--attempts", "3", "--env", "RUNS=" + c.runs, "--"}, mhJobArgv(chat, 4+i%6, extra)...)...)
-		ids = append(ids, id)
-		if extra != "" {
-			asks[id] = true
-		}
-		if i%25 == 11 {
-			cancels[id] = true
-		}
+	return false
+}
+
+// TestMultiHost is the many-hosts proof, on every engine: jobs of many
+// chats over three hosts, with questions and cancels, in waves, each with
+// a fault while it runs: a host killed (its namespaces and mount gone at
+// once, a new host in its place); a host cut off from the file servers
+// past its lease, then healed; 3 % and 10 % packet loss on two hosts'
+// links; one host's clock off by less than the documented bound (0.5 s)
+// and one by far more (20 s, past three leases). After every wave: every
+// job in exactly one final state, no job and no chat run on two hosts at
+// once (as the jobs themselves recorded it, outside the spool), the cut
+// host's jobs fenced within half a lease and the kill grace of its last
+// heartbeat, nothing of them run after, and no result of the cut host's
+// over a job another host took over.
+func TestMultiHost(t *testing.T) {
+	full := mhSize(t)
+	for _, engine := range mhEngines {
+		t.Run(engine, func(t *testing.T) {
+			began := time.Now()
+			mhProve(t, mhStart(t, engine), full)
+			t.Logf("%s: the proof took %v", engine, time.Since(began).Round(time.Second))
+		})
+	}
+}
+
+// mhProof is one run of the proof.
+type mhProof struct {
+	t       *testing.T
+	c       *mhCluster
+	s       *spool.Spool
+	hosts   map[string]*mhHost // by slot
+	all     []*mhHost          // every host started
+	chats   int
+	mu      sync.Mutex
+	ids     []string
+	cancels map[string]bool
+	cuts    []mhCut
+	notes   []string
+}
+
+// mhCut is one host cut off: its worker, when, and when its fence killed.
+type mhCut struct {
+	host          string
+	began, killed time.Time
+}
+
+func mhProve(t *testing.T, c *mhCluster, full bool) {
+	p := &mhProof{t: t, c: c, hosts: map[string]*mhHost{}, cancels: map[string]bool{}}
+	perWave := 21
+	p.chats = 12
+	if full {
+		perWave, p.chats = 50, 30
+	}
+	for _, slot := range []string{"h1", "h2", "h3"} {
+		p.hosts[slot] = c.spooldHost(map[string]string{"h1": "a", "h2": "b", "h3": "c"}[slot], slot, nil, mhArgs...)
+		p.all = append(p.all, p.hosts[slot])
 	}
 	s, err := spool.Open(c.spool)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	// The person in each chat: answers questions, cancels some jobs once
-	// they run.
-	stop := make(chan struct{})
-	done := make(chan struct{})
+	p.s = s
+	stop := p.person()
+	defer stop()
+
+	p.wave("a host killed", perWave, func() { p.replace("h2", "b2", 0) })
+	p.wave("a host cut off past its lease, then healed", perWave, func() { p.partition("h3") })
+	if full {
+		if c.engine == "ceph" {
+			// Past the session's timeout and autoclose: the MDS evicts and
+			// blocklists the client, whose mount is dead after the heal;
+			// the host is replaced, as an operator would remount.
+			p.wave("a host cut off past its CephFS session, evicted, replaced", perWave, func() {
+				p.partitionFor("h3", 45*time.Second)
+				p.hosts["h3"].kill()
+				p.hosts["h3"] = p.c.spooldHost("c2", "h3", nil, mhArgs...)
+				p.all = append(p.all, p.hosts["h3"])
+			})
+		}
+		p.wave("3% loss on two hosts", perWave, func() { p.loss(3, "h1", "h2") })
+		p.wave("10% loss on two hosts", perWave, func() { p.loss(10, "h1", "h2") })
+		// The hosts whose clocks are off start before their waves, and
+		// the waves' jobs of 3 s and more each outlive a heartbeat
+		// period: every host's recovery looks at every lease a few times.
+		p.replace("h1", "a2", 500*time.Millisecond)
+		p.waveOf("a host's clock 0.5 s ahead", perWave, 60, func() {})
+		p.replace("h1", "a3", 20*time.Second)
+		p.waveOf("a host's clock 20 s ahead", perWave+50, 60, func() {})
+	} else {
+		p.wave("3% loss on one host, 10% on another", perWave, func() { p.loss(3, "h1"); p.loss(10, "h2") })
+		// The hosts whose clocks are off start before the wave, and its
+		// jobs of 2 s and more each outlive a heartbeat period: every
+		// host's recovery looks at every lease a few times.
+		p.replace("h1", "a2", 500*time.Millisecond)
+		p.replace("h2", "b3", 20*time.Second)
+		p.waveOf("one host's clock 0.5 s ahead, another's 20 s", perWave, 40, func() {})
+	}
+	stop()
+	p.check()
+}
+
+// person is the person in each chat: answers questions, cancels some jobs
+// once they run, until the returned stop.
+func (p *mhProof) person() (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
 		for {
 			select {
-			case <-stop:
+			case <-quit:
 				return
 			case <-time.After(100 * time.Millisecond):
 			}
-			for id := range cancels {
-				if st, _ := s.State(id); st == spool.Running {
-					exec.Command(bin("spool"), "--spool", c.spool, "cancel", id).Run()
+			p.mu.Lock()
+			var cancels []string
+			for id := range p.cancels {
+				cancels = append(cancels, id)
+			}
+			p.mu.Unlock()
+			for _, id := range cancels {
+				if st, _ := p.s.State(id); st == spool.Running {
+					exec.Command(bin("spool"), "--spool", p.c.spool, "cancel", id).Run()
 				}
 			}
-			for i := 0; i < chats; i++ {
+			for i := 0; i < p.chats; i++ {
 				chat := fmt.Sprintf("ch%02d", i)
-				if p, err := s.ReadProgress(chat); err == nil && p.Question != nil && !p.Done {
-					exec.Command(bin("spool"), "--spool", c.spool, "answer", "--chat", chat, "--question", p.Question.ID, "yes").Run()
+				if pr, err := p.s.ReadProgress(chat); err == nil && pr.Question != nil && !pr.Done {
+					exec.Command(bin("spool"), "--spool", p.c.spool, "answer", "--chat", chat, "--question", pr.Question.ID, "yes").Run()
 				}
 			}
 		}
 	}()
-	ended := func() int {
-		n := 0
+	var once sync.Once
+	return func() { once.Do(func() { close(quit); <-done }) }
+}
+
+// wave submits n jobs, does the fault while they run, and waits for all
+// of them to end.
+func (p *mhProof) wave(what string, n int, fault func()) { p.waveOf(what, n, 4, fault) }
+
+// waveOf is wave with jobs of at least ticks ticks of 50 ms: a fault that
+// shows only in a heartbeat (a clock off) needs jobs that outlive a few.
+func (p *mhProof) waveOf(what string, n, ticks int, fault func()) {
+	t := p.t
+	began := time.Now()
+	var ids []string
+	for i := 0; i < n; i++ {
+		k := len(p.ids) + i
+		chat := fmt.Sprintf("ch%02d", k%p.chats)
+		extra := ""
+		if k%20 == 7 {
+			extra = `a=$(spool ask --timeout 60s "go on?") || exit 9;`
+		}
+		id := spooldSubmit(t, p.c.spool, append([]string{"--chat", chat, "--attempts", "3", "--env", "RUNS=" + p.c.runs, "--"},
+			mhJobArgv(chat, ticks+k%6, extra)...)...)
+		ids = append(ids, id)
+		if k%25 == 11 {
+			p.mu.Lock()
+			p.cancels[id] = true
+			p.mu.Unlock()
+		}
+	}
+	p.ids = append(p.ids, ids...)
+	fault()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		var left []string
 		for _, id := range ids {
-			if st, _ := s.State(id); st.Final() {
-				n++
+			if st, _ := p.s.State(id); !st.Final() {
+				f, _ := p.s.JobFiles(id)
+				left = append(left, fmt.Sprintf("%s (%s, %v)", id, st, f))
 			}
 		}
-		return n
-	}
-	waitEnded := func(n int) {
-		eventually(t, 300*time.Second, 100*time.Millisecond, fmt.Sprintf("%d jobs to end", n), func() bool { return ended() >= n })
-	}
-	var cutNotes []string
-	for round, victims := range [][2]string{{"b", "c"}, {"a", "b2"}} {
-		waitEnded(jobs * (round + 1) / 3)
-		// A host dies: its pid namespace and its mount go at once; a new
-		// host takes its place.
-		dead := victims[0]
-		hosts[dead].kill()
-		delete(hosts, dead)
-		repl := fmt.Sprintf("%s%d", dead[:1], round+2)
-		hosts[repl] = c.spooldHost(repl, mhRecommended, args...)
-		// Another host is cut off: its filesystem stops answering while
-		// its jobs run on.
-		cut := hosts[victims[1]]
-		if cut == nil {
-			continue
+		if len(left) == 0 {
+			break
 		}
-		eventually(t, 60*time.Second, 20*time.Millisecond, "a job running on "+cut.name, func() bool {
-			return mhHostJobs(cut) > 0
-		})
-		fences := strings.Count(cut.p.logText(), "ended before its lease can expire")
-		began := time.Now()
-		cut.cut()
-		// The fence ends its jobs half a lease after the last heartbeat,
-		// before the lease can expire elsewhere. (Their processes may
-		// then wait in the kernel, exiting, for the filesystem to answer
-		// a close: they run nothing more.)
-		eventually(t, 6*time.Second, 20*time.Millisecond, "the fence of the cut-off host", func() bool {
-			return strings.Count(cut.p.logText(), "ended before its lease can expire") > fences
-		})
-		fenced := time.Since(began)
-		cutNotes = append(cutNotes, fmt.Sprintf("host %s cut off: its fence ended its jobs %v after the cut (lease 6s)", cut.name, fenced.Round(100*time.Millisecond)))
-		time.Sleep(8 * time.Second) // past the lease: the others take its jobs over
-		cut.uncut()
-		// A job the fence missed would record again once the filesystem
-		// answers: nothing of the cut-off host's jobs may be recorded
-		// after the fence's SIGKILL.
-		time.Sleep(time.Second)                                          // a window in which nothing must be recorded
-		killed := began.Add(fenced + 500*time.Millisecond + time.Second) // the grace, and the other jobs' fences
-		for _, rs := range mhReadRuns(t, c.runs) {
-			for _, r := range rs {
-				if r.host == cut.name && r.first.Before(began) && r.last.After(killed) {
-					t.Errorf("job %s ran on the cut-off host %s until %s, after its fence's kill at %s",
-						r.job, r.host, r.last.Format("15:04:05.000"), killed.Format("15:04:05.000"))
-				}
-			}
+		if time.Now().After(deadline) {
+			t.Fatalf("wave %q: %d of its %d jobs did not end within 3m: %s", what, len(left), n, strings.Join(left, ", "))
 		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	waitEnded(jobs)
-	close(stop)
-	<-done
-	for _, n := range cutNotes {
+	for _, slot := range []string{"h1", "h2", "h3"} {
+		p.c.fault(slot, "heal")
+	}
+	p.notes = append(p.notes, fmt.Sprintf("%s: %d jobs in %v", what, n, time.Since(began).Round(100*time.Millisecond)))
+}
+
+// busy waits until a job runs on the host.
+func (p *mhProof) busy(h *mhHost) {
+	eventually(p.t, 60*time.Second, 20*time.Millisecond, "a job running on "+h.name, func() bool { return mhHostJobs(h) > 0 })
+}
+
+// replace kills the host on slot while a job runs there (a crash: with no
+// offset) or stops it (with one), and starts name in its place, its clock
+// (spoold's, and its FUSE client's mtimes) off by offset.
+func (p *mhProof) replace(slot, name string, offset time.Duration) {
+	old := p.hosts[slot]
+	began := time.Now()
+	if offset == 0 {
+		p.busy(old)
+		old.kill()
+	} else {
+		old.stop()
+	}
+	defer func() {
+		p.notes = append(p.notes, fmt.Sprintf("host %s replaced by %s (clock %+v) in %v", old.name, name, offset, time.Since(began).Round(100*time.Millisecond)))
+	}()
+	var env []string
+	if offset != 0 {
+		env = []string{"VMSPOOL_TEST_CLOCK_OFFSET=" + offset.String(), fmt.Sprintf("VMSP_FAKETIME=%+.3f", offset.Seconds())}
+	}
+	p.hosts[slot] = p.c.spooldHost(name, slot, env, mhArgs...)
+	p.all = append(p.all, p.hosts[slot])
+}
+
+// loss makes the slots' links drop pct % of their packets each way until
+// the wave ends.
+func (p *mhProof) loss(pct int, slots ...string) {
+	for _, slot := range slots {
+		p.c.fault(slot, "loss", strconv.Itoa(pct))
+	}
+}
+
+// partition cuts the host on slot off from the file servers while a job
+// runs there, for past its lease, then heals the link. Its fence must end
+// its jobs within half a lease of its last heartbeat and the kill grace
+// (the heartbeat is at most a third of a lease old at the cut).
+func (p *mhProof) partition(slot string) {
+	p.partitionFor(slot, mhLease+mhLease/2+time.Second) // past the lease: the others take its jobs over
+}
+
+// partitionFor is partition with the cut lasting length.
+func (p *mhProof) partitionFor(slot string, length time.Duration) {
+	t := p.t
+	host := p.hosts[slot]
+	p.busy(host)
+	const fenceLine = "ended before its lease can expire"
+	fences := strings.Count(host.spooldLog(), fenceLine)
+	began := time.Now()
+	p.c.fault(slot, "partition")
+	within := mhLease/2 + mhLease/3 + time.Second
+	eventually(t, 2*within, 20*time.Millisecond, "the fence of the cut-off host", func() bool {
+		return strings.Count(host.spooldLog(), fenceLine) > fences
+	})
+	fenced := time.Since(began)
+	if fenced > within {
+		t.Errorf("host %s cut off: its fence ended its jobs %v after the cut; want within %v", host.name, fenced, within)
+	}
+	killed := began.Add(fenced + mhKillGrace + time.Second) // the grace, and the other jobs' fences
+	p.cuts = append(p.cuts, mhCut{host: host.name, began: began, killed: killed})
+	time.Sleep(length - fenced) // the cut itself
+	p.c.fault(slot, "heal")
+	p.notes = append(p.notes, fmt.Sprintf("host %s cut off for %v: its fence ended its jobs %v after the cut (lease %v)", host.name, length, fenced.Round(100*time.Millisecond), mhLease))
+}
+
+// check holds the invariants over the whole run.
+func (p *mhProof) check() {
+	t := p.t
+	for _, n := range p.notes {
 		t.Log(n)
 	}
-	// Every job in exactly one final state; the cancelled and asked ones
-	// as they should be.
 	states := map[spool.State]int{}
-	for _, id := range ids {
-		f, err := s.JobFiles(id)
+	results := map[string]*spool.Result{}
+	for _, id := range p.ids {
+		f, err := p.s.JobFiles(id)
 		if err != nil || f.States() != 1 {
 			t.Errorf("job %s: files %v (%v): want exactly one state", id, f, err)
 			continue
 		}
 		st, _ := f.State()
 		states[st]++
+		if r, err := p.s.ReadResult(id, st); err == nil {
+			results[id] = r
+		}
 	}
-	t.Logf("300 jobs over 3 hosts (2 killed, 2 cut off): %v", states)
-	runs := mhReadRuns(t, c.runs)
+	t.Logf("%s: %d jobs over 3 hosts: %v", p.c.engine, len(p.ids), states)
+	// No job fails here: a job loses an attempt only to a host killed or
+	// cut off, and has three. A live job taken over (a clock believed)
+	// shows as a lease lost on a host that was never cut off, and as
+	// jobs that ran out of attempts.
+	if states[spool.Failed] > 0 {
+		t.Errorf("%d jobs failed; want none", states[spool.Failed])
+		for id, r := range results {
+			if r.State == spool.Failed && r.Error != nil {
+				t.Logf("job %s failed: %s", id, *r.Error)
+			}
+		}
+	}
+	cutOff := map[string]bool{}
+	for _, cut := range p.cuts {
+		cutOff[cut.host] = true
+	}
+	for _, h := range p.all {
+		if n := strings.Count(h.spooldLog(), "lease lost"); n > 0 && !cutOff[h.name] {
+			t.Errorf("host %s, never cut off, lost %d leases: live jobs were taken over", h.name, n)
+		}
+	}
+	runs := mhReadRuns(t, p.c.runs)
 	for _, b := range mhOverlaps(runs) {
 		t.Error(b)
 	}
-	attempts := 0
+	attempts, byHost := 0, map[string]int{}
 	for _, rs := range runs {
 		attempts += len(rs)
+		for _, r := range rs {
+			byHost[r.host]++
+		}
 	}
-	t.Logf("%d attempts recorded by the jobs, 0 overlapping", attempts)
+	t.Logf("%d attempts recorded by the jobs, by host %v", attempts, byHost)
+	// Nothing of a cut host's jobs ran after its fence's kill, and no
+	// result it wrote late stands over a job another host took over.
+	for _, cut := range p.cuts {
+		for job, rs := range runs {
+			var latest *mhRun
+			for _, r := range rs {
+				if r.host == cut.host && r.first.Before(cut.began) && r.last.After(cut.killed) {
+					t.Errorf("job %s ran on the cut-off host %s until %s, after its fence's kill at %s",
+						job, r.host, r.last.Format("15:04:05.000"), cut.killed.Format("15:04:05.000"))
+				}
+				if latest == nil || r.first.After(latest.first) {
+					latest = r
+				}
+			}
+			res := results[job]
+			if res != nil && latest != nil && latest.host != cut.host && latest.first.After(cut.began) && strings.HasPrefix(res.Worker, cut.host+":") {
+				t.Errorf("job %s: the result is the cut-off host %s's (%s), over the run host %s took over", job, cut.host, res.Worker, latest.host)
+			}
+		}
+	}
 }
 
 // mhHostJobs counts the jobs running on the host (processes that record
@@ -510,8 +828,8 @@ func mhHostJobs(h *mhHost) int {
 // guards: the chat's first run had ended (its document says done) before
 // the watchers started, and neither takes it for the second run's end.
 func TestMultiHostWatchers(t *testing.T) {
-	c := mhStart(t)
-	c.spooldHost("a", mhRecommended, "--poll", "200ms", "--lease", "6s", "--metrics-file", "off")
+	c := mhStart(t, "sshfs")
+	c.spooldHost("a", "h1", nil, "--poll", "200ms", "--lease", "6s", "--kill-grace", "1s", "--metrics-file", "off")
 	first := c.serverSubmit("w", "sh", "-c", "spool say first-1; spool say first-2")
 	s, err := spool.Open(c.spool)
 	if err != nil {
@@ -521,16 +839,19 @@ func TestMultiHostWatchers(t *testing.T) {
 	waitEnd(t, s, first, 30*time.Second, 20*time.Millisecond)
 	time.Sleep(30 * time.Millisecond) // the watchers start after the first run's stamps: the guard's case
 	addrFile := filepath.Join(c.dir, "addr")
-	follow := c.host("bf", mhRecommended, "sh", "-c", `exec watchd follow --spool "$SPOOL" --chat w --poll 300ms --timeout 60s`)
-	c.host("bs", mhRecommended, "sh", "-c", `exec watchd serve --spool "$SPOOL" --poll 300ms --listen 127.0.0.1:0 --addr-file "$0"`, addrFile)
+	follow := c.host("bf", "h2", nil, "sh", "-c", `exec watchd follow --spool "$SPOOL" --chat w --poll 300ms --timeout 60s`)
+	c.host("bs", "h3", nil, "sh", "-c", `exec watchd serve --spool "$SPOOL" --poll 300ms --listen 127.0.0.1:0 --addr-file "$0"`, addrFile)
 	var addr []byte
 	eventually(t, 20*time.Second, 20*time.Millisecond, "watchd serve on host bs to listen", func() bool {
 		addr, _ = os.ReadFile(addrFile)
 		return len(addr) > 0
 	})
-	// The token, as the file server sees it: the host made it in the spool.
+	// The token, as the file server sees it: the host made it in the
+	// spool. Host bs's loopback is its own: the stream is read through a
+	// connection made in its network namespace.
 	serveRegister(t, c.spool, strings.TrimSpace(string(addr)))
-	stream, code := watchdStream(t, t.Context(), "http://"+strings.TrimSpace(string(addr))+"/chats/w/events", "")
+	client := &http.Client{Transport: tokenTransport{&http.Transport{DialContext: mhDialIn("vmsp-h3")}}}
+	stream, code := watchdStreamWith(t, t.Context(), client, "http://"+strings.TrimSpace(string(addr))+"/chats/w/events", "")
 	if code != 200 {
 		t.Fatalf("GET /chats/w/events on host bs: %d", code)
 	}
@@ -563,5 +884,65 @@ func TestMultiHostWatchers(t *testing.T) {
 	}
 	if r, _ := s.ReadResult(second, spool.Done); r == nil {
 		t.Errorf("the second run did not end done")
+	}
+}
+
+// mhDialIn dials from inside the network namespace netns (a host's): the
+// socket is made there, on a thread switched there for the call.
+func mhDialIn(netns string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		runtime.LockOSThread()
+		self, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			runtime.UnlockOSThread()
+			return nil, err
+		}
+		defer self.Close()
+		target, err := os.Open("/run/netns/" + netns)
+		if err != nil {
+			runtime.UnlockOSThread()
+			return nil, err
+		}
+		defer target.Close()
+		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			return nil, fmt.Errorf("setns %s: %w", netns, err)
+		}
+		var d net.Dialer
+		conn, err := d.DialContext(ctx, network, addr)
+		if unix.Setns(int(self.Fd()), unix.CLONE_NEWNET) == nil {
+			// A thread left in the other namespace is never handed back:
+			// it ends with this goroutine.
+			runtime.UnlockOSThread()
+		}
+		return conn, err
+	}
+}
+
+// TestMultiHostRefusesUnsafe: on a shared filesystem spoold refuses, at
+// start, with one line and a non-zero exit, the settings that would break
+// an invariant: no --poll (another host's claims and runs are never seen),
+// and a lease too short for its kill grace and sshfs's whole seconds.
+func TestMultiHostRefusesUnsafe(t *testing.T) {
+	c := mhStart(t, "sshfs")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no poll", []string{"--lease", "30s"}, "only --poll guards a chat's run across hosts"},
+		{"short lease", []string{"--poll", "1s", "--lease", "6s", "--kill-grace", "5s"}, "want --lease above 12s"},
+	} {
+		h := c.host("refused-"+strings.ReplaceAll(tc.name, " ", "-"), "h1", nil,
+			append([]string{"sh", "-c", `spoold --spool "$SPOOL" --metrics-file off "$@"; echo "spoold exit $?"`, "spoold"}, tc.args...)...)
+		select {
+		case <-h.p.done:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: spoold did not exit", tc.name)
+		}
+		out := h.p.logText()
+		if !strings.Contains(out, tc.want) || !strings.Contains(out, "spoold exit 2") {
+			t.Errorf("%s: spoold said %q; want a refusal naming %q and exit 2", tc.name, out, tc.want)
+		}
 	}
 }

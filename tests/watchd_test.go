@@ -435,11 +435,17 @@ type watchdSSE struct {
 // closed at the stream's end.
 func watchdStream(t *testing.T, ctx context.Context, url, lastID string) (<-chan watchdSSE, int) {
 	t.Helper()
+	return watchdStreamWith(t, ctx, http.DefaultClient, url, lastID)
+}
+
+// watchdStreamWith is watchdStream through client.
+func watchdStreamWith(t *testing.T, ctx context.Context, client *http.Client, url, lastID string) (<-chan watchdSSE, int) {
+	t.Helper()
 	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
 	if lastID != "" {
 		req.Header.Set("Last-Event-ID", lastID)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,7 +74,7 @@ func (a *app) ask(args []string) error {
 		defer t.Stop()
 		deadline = t.C
 	}
-	ans, err := waitAnswer(s, j.chat, qid, w, deadline)
+	ans, err := waitAnswer(s, j.chat, j.job, qid, w, deadline)
 	if err != nil {
 		if errors.Is(err, errNoAnswer) {
 			return fail(cli.ExitTimeout, "question %s: no answer after %s", qid, timeout.d)
@@ -114,10 +114,28 @@ var errNoAnswer = errors.New("no answer")
 // waitAnswer waits for the answer to question qid: looked for at each
 // event of the chat's directory, and every askPoll besides (a missed
 // event, a shared filesystem). errNoAnswer: the deadline came first.
-func waitAnswer(s *spool.Spool, chat, qid string, w *fsnotify.Watcher, deadline <-chan time.Time) (string, error) {
+//
+// The answer is looked for in two places: the chat's answer.json, and the
+// job's own events, where spoold relays it as an `answer` event once it
+// has read it. The second is what a job on another host than the person's
+// can count on: a submission of the chat clears answer.json (so that no
+// later run reads it as its own), and between two polls of a shared
+// filesystem that can come before the job has seen it (TestMultiHost, on
+// GlusterFS: the question timed out though spoold had relayed the answer).
+func waitAnswer(s *spool.Spool, chat, job, qid string, w *fsnotify.Watcher, deadline <-chan time.Time) (string, error) {
 	poll := time.NewTicker(askPoll)
 	defer poll.Stop()
+	events := s.NewEventReader(job)
 	for {
+		relayed, found := "", false
+		events.Each(func(ev spool.Event) {
+			if ev.Type == spool.EventAnswer && ev.ID == qid && !found {
+				relayed, found = ev.Text, true
+			}
+		})
+		if found {
+			return relayed, nil
+		}
 		ans, err := s.ReadAnswer(chat)
 		switch {
 		case err == nil && ans.Question == qid:

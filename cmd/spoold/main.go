@@ -36,6 +36,11 @@ signal ends them at once. docs/spoold.md says how it runs and recovers jobs.
 
 `
 
+// clockOffsetEnv moves spoold's clock by a duration, to play a host whose
+// clock is off in tests of many hosts on one machine (Go's clock does not
+// heed libfaketime). Not a setting: nothing outside tests sets it.
+const clockOffsetEnv = "VMSPOOL_TEST_CLOCK_OFFSET"
+
 // jobEnv is what a job inherits of spoold's own environment; the rest of
 // it (credentials, NOTIFY_SOCKET, the caller's SPOOL_*) stays out.
 var jobEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "TERM"}
@@ -73,9 +78,21 @@ func serve(sig *cli.Signals, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer s.Close()
+	fsys, err := s.Filesystem()
+	if err != nil {
+		log.WithError(err).Warn("cannot tell the spool's filesystem: its settings are not checked")
+	} else if err := spoold.CheckShared(fsys, f.poll, f.lease, f.killGrace); err != nil {
+		return cli.Usagef("spool %s: %v", s.Dir, err)
+	}
+	if f.clockOffset != 0 {
+		// Tests only: a host whose clock is off (docs/spoold.md, "Clocks").
+		s.SetClockOffset(f.clockOffset)
+		log.WithField("offset", f.clockOffset.String()).Warn("clock offset from " + clockOffsetEnv + " (tests only)")
+	}
 	// Metrics go to a node_exporter textfile: spoold serves no HTTP.
 	svc := ops.NewService("spoold", false, log)
 	cfg := f.config(s, log)
+	cfg.ClockOffset = f.clockOffset
 	cfg.Metrics = ops.NewSpooldMetrics(svc.Registry)
 	cfg.Gate = gateFunc(gate, ops.NewGateMetrics(svc.Registry))
 	cfg.Ready = svc.Ready
@@ -115,6 +132,7 @@ type flags struct {
 	workers                                             int
 	lease, grace, killGrace, poll, rescan, maxTimeout   time.Duration
 	metricsEvery                                        time.Duration
+	clockOffset                                         time.Duration
 	limits, ceilings                                    spool.Limits
 	floor                                               spool.Floor
 	scriptEnv                                           []string
@@ -191,6 +209,11 @@ func parseFlags(args []string) (f flags, err error) {
 			return bad("%s: %v", sz.name, err)
 		}
 		*sz.to = n
+	}
+	if v := os.Getenv(clockOffsetEnv); v != "" {
+		if f.clockOffset, err = time.ParseDuration(v); err != nil {
+			return bad("%s=%q: want a duration like -20s", clockOffsetEnv, v)
+		}
 	}
 	f.limits.EventRate = *eventRate
 	if f.cgroup != spoold.CgroupAuto && f.cgroup != spoold.CgroupOn && f.cgroup != spoold.CgroupOff {

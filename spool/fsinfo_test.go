@@ -1,0 +1,54 @@
+package spool
+
+import (
+	"math"
+	"syscall"
+	"testing"
+)
+
+func TestMountinfoLine(t *testing.T) {
+	for _, tc := range []struct {
+		line, dev string
+		want      Filesystem
+		match     bool
+	}{
+		{"36 35 98:0 / /mnt rw,noatime shared:1 - ext3 /dev/root rw,errors=continue", "98:0",
+			Filesystem{Type: "ext3", Options: "rw,noatime,rw,errors=continue"}, true},
+		{"77 52 0:40 / /srv/spool rw,nosuid,nodev,relatime - fuse.glusterfs 10.0.0.1:spool rw,user_id=0", "0:40",
+			Filesystem{Type: "fuse.glusterfs", Options: "rw,nosuid,nodev,relatime,rw,user_id=0"}, true},
+		{"80 52 0:51 / /var/spool/vm rw,relatime - nfs4 srv:/vm rw,vers=4.2,acregmax=5,local_lock=none", "0:51",
+			Filesystem{Type: "nfs4", Options: "rw,relatime,rw,vers=4.2,acregmax=5,local_lock=none"}, true},
+		{"36 35 98:0 / /mnt rw - ext3 /dev/root rw", "98:1", Filesystem{}, false},
+		{"garbage", "98:0", Filesystem{}, false},
+	} {
+		got, ok := mountinfoLine(tc.line, tc.dev)
+		if ok != tc.match || got != tc.want {
+			t.Errorf("mountinfoLine(%q, %s) = %+v, %v; want %+v, %v", tc.line, tc.dev, got, ok, tc.want, tc.match)
+		}
+	}
+	fs := Filesystem{Options: "rw,vers=4.2,acregmax=5,noac"}
+	if v, ok := fs.Option("acregmax"); !ok || v != "5" {
+		t.Errorf("Option(acregmax) = %q, %v", v, ok)
+	}
+	if v, ok := fs.Option("noac"); !ok || v != "" {
+		t.Errorf("Option(noac) = %q, %v", v, ok)
+	}
+	if _, ok := fs.Option("actimeo"); ok {
+		t.Error("Option(actimeo) found")
+	}
+}
+
+// CephFS says its free inodes are the largest number: no floor on inodes
+// there, rather than "-1 inodes free".
+func TestSpaceOfUnlimitedInodes(t *testing.T) {
+	sp := spaceOf(&syscall.Statfs_t{Bsize: 4096, Bavail: 10, Blocks: 20, Ffree: math.MaxUint64, Files: 5})
+	if sp.Inodes != 0 || sp.FreeInodes != 0 || sp.Free != 40960 {
+		t.Errorf("spaceOf = %+v; want no inodes judged, 40960 bytes free", sp)
+	}
+	if err := DefaultFloor.Below("d", Space{Free: 1 << 40, Size: 1 << 41}); err != nil {
+		t.Errorf("a filesystem with no inode count: %v", err)
+	}
+	if err := DefaultFloor.Below("d", spaceOf(&syscall.Statfs_t{Bsize: 4096, Bavail: 1 << 30, Blocks: 1 << 31, Ffree: 10, Files: 1 << 20})); err == nil {
+		t.Error("10 inodes free passed the floor")
+	}
+}

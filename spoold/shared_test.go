@@ -1,0 +1,48 @@
+package spoold
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vmspool/vmspool/spool"
+)
+
+func TestCheckShared(t *testing.T) {
+	const s = time.Second
+	for _, tc := range []struct {
+		name        string
+		fs          spool.Filesystem
+		poll, lease time.Duration
+		killGrace   time.Duration
+		refused     string // a part of the refusal; "" for none
+	}{
+		{"local disk, no poll", spool.Filesystem{Type: "ext4"}, 0, 30 * s, 5 * s, ""},
+		{"local disk, short lease", spool.Filesystem{Type: "ext4"}, 0, s, 5 * s, ""},
+		{"sshfs without poll", spool.Filesystem{Type: "fuse.sshfs"}, 0, 30 * s, 5 * s, "--poll"},
+		{"GlusterFS without poll", spool.Filesystem{Type: "fuse.glusterfs"}, 0, 30 * s, 5 * s, "GlusterFS"},
+		{"CephFS, kernel client, without poll", spool.Filesystem{Type: "ceph"}, 0, 30 * s, 5 * s, "CephFS"},
+		{"sshfs, the defaults", spool.Filesystem{Type: "fuse.sshfs"}, s, 30 * s, 5 * s, ""},
+		{"sshfs, the proof's settings", spool.Filesystem{Type: "fuse.sshfs"}, 200 * time.Millisecond, 6 * s, 500 * time.Millisecond, ""},
+		{"sshfs, a lease too short for its kill grace", spool.Filesystem{Type: "fuse.sshfs"}, s, 6 * s, 5 * s, "want --lease above 12s"},
+		{"ceph-fuse, lease 2s", spool.Filesystem{Type: "fuse.ceph-fuse"}, s, 2 * s, 500 * time.Millisecond, "too short"},
+		{"NFS, stock attribute cache", spool.Filesystem{Type: "nfs4", Options: "rw,vers=4.2"}, s, 2 * time.Minute, 5 * s, "want --lease above 2m10s"},
+		{"NFS, actimeo=1", spool.Filesystem{Type: "nfs4", Options: "rw,vers=4.2,actimeo=1"}, s, 2 * time.Minute, 5 * s, ""},
+		{"NFS, acregmax and acdirmax 3", spool.Filesystem{Type: "nfs", Options: "rw,acregmax=3,acdirmax=3"}, s, 30 * s, 5 * s, ""},
+		{"NFS, noac", spool.Filesystem{Type: "nfs4", Options: "rw,noac"}, s, 30 * s, 5 * s, ""},
+		{"NFS, local_lock=flock", spool.Filesystem{Type: "nfs4", Options: "rw,actimeo=1,local_lock=flock"}, s, 2 * time.Minute, 5 * s, "local_lock=flock"},
+		{"NFS, local_lock=none", spool.Filesystem{Type: "nfs4", Options: "rw,actimeo=1,local_lock=none"}, s, 2 * time.Minute, 5 * s, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := CheckShared(tc.fs, tc.poll, tc.lease, tc.killGrace)
+			switch {
+			case tc.refused == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.refused != "" && err == nil:
+				t.Errorf("accepted; want a refusal naming %q", tc.refused)
+			case tc.refused != "" && !strings.Contains(err.Error(), tc.refused):
+				t.Errorf("refused with %q; want it to name %q", err, tc.refused)
+			}
+		})
+	}
+}
