@@ -32,51 +32,14 @@ func pollDaemon(tb testing.TB, ended int) (*Daemon, *spool.Spool) {
 	return d, s
 }
 
-// settle makes the daemon's last look at the root older than rootSettle.
-func settle(d *Daemon) { d.rootSeen.since = d.rootSeen.since.Add(-2 * rootSettle) }
-
-// A poll reads the root only while it may have changed; a marker queued
-// after the root settled changes its stamp and is found at the next poll,
-// and so is one queued within the settle time of the last change (which,
-// on a filesystem of whole seconds, may leave the stamp as it was).
-func TestPollSeesChanges(t *testing.T) {
-	d, s := pollDaemon(t, 10)
-	d.poll()
-	settle(d)
-	d.poll() // settled: the root is not read
-	job, err := s.Submit(&spool.Spec{Chat: "c", Argv: []string{"true"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.poll()
-	if !d.q.has(job) {
-		t.Fatal("a marker queued after the root settled was not found")
-	}
-	// A change whose stamp this daemon already holds (two changes in one
-	// second over sftp): still read while within the settle time.
-	stamp, _ := s.RootStamp()
-	job2, err := s.Submit(&spool.Spec{Chat: "c", Argv: []string{"true"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.rootSeen = sighting{stamp: stamp, since: time.Now()}
-	d.rootSeen.stamp, _ = s.RootStamp()
-	d.poll()
-	if !d.q.has(job2) {
-		t.Fatal("a marker queued within the settle time was not found")
-	}
-}
-
 // BenchmarkDaemonPoll is one idle poll over 100,000 ended jobs (200,000
-// names): settled, one stat of the root; "rescan", a listing of every
-// name, as every poll was before.
+// names): settled, one stat of the root (the watch's poll, spool.Watch);
+// "rescan", a listing of every name, as every poll was before.
 func BenchmarkDaemonPoll(b *testing.B) {
-	d, _ := pollDaemon(b, 100_000)
-	d.poll()
+	d, s := pollDaemon(b, 100_000)
 	b.Run("settled", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			settle(d)
-			d.poll()
+			s.DirStamp("")
 		}
 	})
 	b.Run("rescan", func(b *testing.B) {
