@@ -59,6 +59,8 @@ type Daemon struct {
 	scriptEnv *ScriptEnv // what a script job's spec may set (scriptenv.go)
 	cg        *cgroups   // where its jobs' cgroups are made; nil: none (cgroup.go)
 
+	ls listing // when the root is read whole (listing.go)
+
 	floorMu  sync.Mutex
 	floorAt  time.Time // when the free space was last checked (limits.go)
 	floorErr error     // non-nil while below the floor
@@ -128,7 +130,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	var evDone sync.WaitGroup
 	evDone.Add(1)
 	go func() { defer evDone.Done(); d.events(evCtx, d.w.C) }()
-	d.rescan()
+	d.firstListing()
 	d.recoverAll()
 
 	claimCtx, stopClaiming := context.WithCancel(context.Background())
@@ -162,6 +164,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	stopEvents()
 	d.w.Close()
 	evDone.Wait()
+	d.stopListing()
 	d.bg.Wait()
 	d.log.WithField("worker", d.cfg.Worker).Info("stopped")
 	return nil
@@ -257,7 +260,10 @@ func (d *Daemon) event(c spool.Change) {
 		if c.Err != nil {
 			d.log.WithError(c.Err).WithField("worker", d.cfg.Worker).Warn("rescanning the spool")
 		}
-		d.rescan()
+		// With inotify, a Look is lost events or the safety net, which also
+		// retries what failed: the root is listed whatever its stamp. A
+		// poll's Look is the root's stamp moving.
+		d.lookRoot(c.Err != nil || d.cfg.Poll <= 0)
 		return
 	}
 	job, ext, ok := spool.SplitName(c.Name)
@@ -337,8 +343,9 @@ func (d *Daemon) quarantine(name, why string) {
 	e.WithField("to", spool.CorruptDir+"/"+dst).Warn("moved aside")
 }
 
-// rescan reads the root's names once: at start, after an overflow, as the
-// safety net, and as the poll. It adds the markers not known yet, keeps the
+// rescan reads the root's names once (listing.go says when): at start,
+// after an overflow, as the safety net, and in poll mode after the root
+// moved. It adds the markers not known yet, keeps the
 // set of leases current, hands cancel requests on, and retries every chat
 // that jobs wait for. It reports whether the root could be read.
 func (d *Daemon) rescan() bool {

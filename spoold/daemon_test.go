@@ -38,7 +38,8 @@ func TestOverflowRescans(t *testing.T) {
 		t.Fatal("known before any event")
 	}
 	changes <- spool.Change{Op: spool.Look, Err: spool.ErrOverflow}
-	changes <- spool.Change{Name: "other.ready", Op: spool.Created} // handled after the rescan
+	changes <- spool.Change{Name: "other.ready", Op: spool.Created} // taken once the Look was
+	d.bg.Wait()                                                     // the listing, in the background
 	if !d.q.has("lost") {
 		t.Fatal("the rescan after an overflow did not find the marker")
 	}

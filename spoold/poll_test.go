@@ -32,6 +32,91 @@ func pollDaemon(tb testing.TB, ended int) (*Daemon, *spool.Spool) {
 	return d, s
 }
 
+// The root is listed when it moved since the last listing began (or
+// within the settle of when that was seen), whatever forces it, never
+// twice at once, and no sooner than its share of the time allows.
+func TestListingWhenMoved(t *testing.T) {
+	d, s := pollDaemon(t, 10)
+	d.firstListing()
+	count := func() int {
+		d.bg.Wait()
+		d.ls.mu.Lock()
+		defer d.ls.mu.Unlock()
+		return d.ls.count
+	}
+	// due ends the last listing's share of the time.
+	due := func() {
+		d.ls.mu.Lock()
+		d.ls.next = time.Time{}
+		d.ls.mu.Unlock()
+	}
+	settle := func() {
+		due()
+		d.ls.mu.Lock()
+		d.ls.since = d.ls.since.Add(-2 * spool.WatchSettle)
+		d.ls.mu.Unlock()
+	}
+	settle()
+	d.lookRoot(false)
+	if n := count(); n != 1 {
+		t.Fatalf("%d listings; an unforced look at a root that did not move listed it", n)
+	}
+	due()
+	d.lookRoot(true)
+	if n := count(); n != 2 {
+		t.Fatalf("%d listings; a forced look did not list", n)
+	}
+	job, err := s.Submit(&spool.Spec{Chat: "c", Argv: []string{"true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle()
+	d.lookRoot(false)
+	if n := count(); n != 3 || !d.q.has(job) {
+		t.Fatalf("%d listings, queued %v; the root moved and was not listed", n, d.q.has(job))
+	}
+	// Seen a moment ago: within the settle, listed again, for a change
+	// the stamp may not show.
+	due()
+	d.lookRoot(false)
+	if n := count(); n != 4 {
+		t.Fatalf("%d listings; within the settle, the root was not listed", n)
+	}
+
+	// One at a time: a look while a listing runs is made after it.
+	due()
+	d.ls.mu.Lock()
+	d.ls.running = true
+	d.ls.mu.Unlock()
+	d.lookRoot(true)
+	if n := count(); n != 4 {
+		t.Fatalf("%d listings; two at once", n)
+	}
+	d.ls.mu.Lock()
+	d.ls.running = false
+	d.ls.mu.Unlock()
+	d.listIfDue()
+	if n := count(); n != 5 {
+		t.Fatalf("%d listings; the look made while one ran was lost", n)
+	}
+
+	// Put off while the last one's share runs, then made.
+	d.ls.mu.Lock()
+	d.ls.next = time.Now().Add(200 * time.Millisecond)
+	d.ls.mu.Unlock()
+	d.lookRoot(true)
+	if n := count(); n != 5 {
+		t.Fatalf("%d listings; one was made within the last one's share", n)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for count() != 6 {
+		if time.Now().After(deadline) {
+			t.Fatal("the listing put off was never made")
+		}
+		time.Sleep(10 * time.Millisecond) // polling for the timer's listing
+	}
+}
+
 // BenchmarkDaemonPoll is one idle poll over 100,000 ended jobs (200,000
 // names): settled, one stat of the root (the watch's poll, spool.Watch);
 // "rescan", a listing of every name, as every poll was before.
