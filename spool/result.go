@@ -74,6 +74,7 @@ func (s *Spool) FinishAs(r *Result, l *Lease) error {
 		cur, _, err := s.ReadLease(r.Job)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
+			s.Unring(r.Job)
 			return nil
 		case err == nil && !cur.Same(l):
 			if mine, rerr := s.ReadResult(r.Job, r.State); rerr == nil && mine.Worker == r.Worker && mine.Attempt == r.Attempt {
@@ -89,6 +90,8 @@ func (s *Spool) FinishAs(r *Result, l *Lease) error {
 	if err := s.root.Remove(r.Job + ExtRunning); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("job %s: removing lease: %w", r.Job, err)
 	}
+	// Ended: its bell goes (a crash before leaves it to a poller or gc).
+	s.Unring(r.Job)
 	return nil
 }
 
@@ -139,5 +142,6 @@ func (s *Spool) RequeueEnded(job string) (State, error) {
 	if err := s.root.Rename(job+st.Ext(), job+ExtReady); err != nil {
 		return st, fmt.Errorf("job %s: requeue: %w", job, err)
 	}
+	s.Ring(job)
 	return st, syncDir(s.root)
 }
