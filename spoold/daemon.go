@@ -113,12 +113,16 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	// The watch goes on before the first scan, or a marker created in
 	// between would never be seen. With --poll it looks at the root's
-	// stamp every poll; with inotify its safety net is --rescan.
-	wcfg := spool.WatchConfig{Poll: d.cfg.Poll, Buffer: 4096}
-	if d.cfg.Poll <= 0 {
+	// stamp every poll, and at the doorbell's (doorbell.go); with inotify
+	// its safety net is --rescan.
+	wcfg := spool.WatchConfig{Poll: d.cfg.Poll, Buffer: 4096, Make: true}
+	dirs := []string{""}
+	if d.cfg.Poll > 0 {
+		dirs = append(dirs, spool.DoorbellDir)
+	} else {
 		wcfg.Rescan = d.cfg.Rescan
 	}
-	w, err := d.s.Watch(wcfg, "")
+	w, err := d.s.Watch(wcfg, dirs...)
 	if err != nil {
 		return fmt.Errorf("spoold: %w (or run with --poll)", err)
 	}
@@ -131,6 +135,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	evDone.Add(1)
 	go func() { defer evDone.Done(); d.events(evCtx, d.w.C) }()
 	d.firstListing()
+	d.doorbell()
 	d.recoverAll()
 
 	claimCtx, stopClaiming := context.WithCancel(context.Background())
@@ -243,6 +248,10 @@ func (d *Daemon) events(ctx context.Context, changes <-chan spool.Change) {
 // event dispatches one change of the tree by its name; it never reads the
 // directory but for a Look of the root.
 func (d *Daemon) event(c spool.Change) {
+	if c.Dir == spool.DoorbellDir {
+		d.doorbell()
+		return
+	}
 	if c.Dir != "" {
 		// chats/<chat>/: its answer.json, for a run with an open question.
 		chat, ok := strings.CutPrefix(c.Dir, spool.ChatsDir+"/")
