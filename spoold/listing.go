@@ -103,9 +103,9 @@ func (d *Daemon) listNow() {
 		l.want, l.force = true, true
 	}
 	l.mu.Unlock()
-	if !ok {
-		d.listIfDue()
-	}
+	// A Look that came while it ran (the root moved meanwhile) is made
+	// once its share allows.
+	d.listIfDue()
 }
 
 // firstListing is the listing at start, made before the daemon serves.

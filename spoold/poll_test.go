@@ -92,29 +92,27 @@ func TestListingWhenMoved(t *testing.T) {
 	if n := count(); n != 4 {
 		t.Fatalf("%d listings; two at once", n)
 	}
-	d.ls.mu.Lock()
-	d.ls.running = false
-	d.ls.mu.Unlock()
-	d.listIfDue()
-	if n := count(); n != 5 {
-		t.Fatalf("%d listings; the look made while one ran was lost", n)
+	d.listNow() // the one running ends, and the look waits its share
+	waitCount := func(want int, what string) {
+		deadline := time.Now().Add(10 * time.Second)
+		for count() != want {
+			if time.Now().After(deadline) {
+				t.Fatal(what)
+			}
+			time.Sleep(10 * time.Millisecond) // polling for the timer's listing
+		}
 	}
+	waitCount(6, "the look made while a listing ran was lost")
 
 	// Put off while the last one's share runs, then made.
 	d.ls.mu.Lock()
 	d.ls.next = time.Now().Add(200 * time.Millisecond)
 	d.ls.mu.Unlock()
 	d.lookRoot(true)
-	if n := count(); n != 5 {
+	if n := count(); n != 6 {
 		t.Fatalf("%d listings; one was made within the last one's share", n)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for count() != 6 {
-		if time.Now().After(deadline) {
-			t.Fatal("the listing put off was never made")
-		}
-		time.Sleep(10 * time.Millisecond) // polling for the timer's listing
-	}
+	waitCount(7, "the listing put off was never made")
 }
 
 // BenchmarkDaemonPoll is one idle poll over 100,000 ended jobs (200,000
