@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -65,9 +66,16 @@ func (s *Spec) Validate() error {
 			return errors.New(`spec's "argv" holds a NUL byte`)
 		}
 	}
-	for k := range s.Env {
-		if k == "" || bytes.ContainsAny([]byte(k), "=\x00") {
+	// A NUL cannot reach exec(2): refused here, not when the job starts.
+	if strings.IndexByte(s.Cwd, 0) >= 0 {
+		return errors.New(`spec's "cwd" holds a NUL byte`)
+	}
+	for k, v := range s.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return fmt.Errorf(`spec's "env" has an invalid name %q`, k)
+		}
+		if strings.IndexByte(v, 0) >= 0 {
+			return fmt.Errorf(`spec's "env" value of %s holds a NUL byte`, k)
 		}
 	}
 	if err := s.Limits.validate(); err != nil {
@@ -161,7 +169,7 @@ func (s *Spool) Submit(sp *Spec) (string, error) {
 	if n := takenBy(id, func(n string) bool { return existsAt(dfd, n) }); n != "" {
 		return "", fmt.Errorf("job %s: already exists (%s)", id, s.Path(n))
 	}
-	b, err := json.Marshal(sp)
+	b, err := marshalSpec(sp)
 	if err != nil {
 		return "", err
 	}
@@ -173,7 +181,7 @@ func (s *Spool) Submit(sp *Spec) (string, error) {
 	// power-loss sweep, docs/reliability.md, checks it), so a marker is
 	// never durable without its spec. The marker is empty: it has no
 	// data to sync.
-	tmp, err := writeTempAt(dfd, id+ExtSpec, append(b, '\n'), true, false, own)
+	tmp, err := writeTempAt(dfd, id+ExtSpec, b, true, false, own)
 	if err != nil {
 		return "", fmt.Errorf("job %s: writing spec: %w", id, err)
 	}
@@ -203,6 +211,19 @@ func (s *Spool) Submit(sp *Spec) (string, error) {
 		return "", fmt.Errorf("job %s: claimed at once, but the submit could not be made durable: %w", id, err)
 	}
 	return id, nil
+}
+
+// marshalSpec is the spec's document, refused if no reader would read it
+// (MaxDocument).
+func marshalSpec(sp *Spec) ([]byte, error) {
+	b, err := json.Marshal(sp)
+	if err != nil {
+		return nil, fmt.Errorf("job %s: spec: %w", sp.ID, err)
+	}
+	if len(b)+1 > MaxDocument {
+		return nil, fmt.Errorf("job %s: spec: %w (%d bytes, limit %d)", sp.ID, ErrTooLarge, len(b)+1, MaxDocument)
+	}
+	return append(b, '\n'), nil
 }
 
 // ClearChat removes the chat's progress document and answer, so that
