@@ -228,10 +228,18 @@ func marshalSpec(sp *Spec) ([]byte, error) {
 
 // ClearChat removes the chat's progress document and answer, so that
 // nothing of a previous run can be read as the next one's. A symlink in
-// either place is removed, never followed.
+// either place is removed, never followed. A symlink, or anything but a
+// directory, at progress/, chats/ or chats/<chat> is refused, even one
+// that stays in the tree: through it the submit would remove another
+// chat's documents.
 func (s *Spool) ClearChat(chat string) error {
 	if err := CheckChatID(chat); err != nil {
 		return err
+	}
+	for _, dir := range []string{ProgressDir, ChatsDir, ChatsDir + "/" + chat} {
+		if err := s.plainDir(dir); err != nil {
+			return fmt.Errorf("chat %q: %w", chat, err)
+		}
 	}
 	if err := removeName(s.root, ProgressDir+"/"+chat); err != nil {
 		return chatError(chat, "removing progress", s.plain(ProgressDir+"/"+chat, false, err))
@@ -241,4 +249,22 @@ func (s *Spool) ClearChat(chat string) error {
 		return chatError(chat, "removing answer", s.plain(answer, false, err))
 	}
 	return nil
+}
+
+// plainDir refuses what stands at the directory name of the tree if it
+// is not a directory (a symlink, even one that stays in the tree, or a
+// file); a name that is missing is fine.
+func (s *Spool) plainDir(name string) error {
+	fi, err := s.root.Lstat(name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return s.plain(name, false, err)
+	case fi.IsDir():
+		return nil
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return s.plain(name, true, ErrNotRegular)
+	}
+	return fmt.Errorf("%s is a file, not a directory; remove it (ls -l %s)", name, s.Path(name))
 }
