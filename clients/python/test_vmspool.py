@@ -74,7 +74,7 @@ class SubmitTest(SpoolCase):
             (vmspool.SpoolError, dict(chat="c", argv=[])),
             (vmspool.SpoolError, dict(chat="c", script="  ")),
             (vmspool.SpoolError, dict(chat="c", argv=["true"], env={"A=B": "x"})),
-            (vmspool.SpoolError, dict(chat="c", argv=["true"], attempts=0)),
+            (vmspool.SpoolError, dict(chat="c", argv=["true"], attempts=101)),
         ]
         for exc, kw in cases:
             with self.subTest(kw=kw):
