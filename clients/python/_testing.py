@@ -2,12 +2,9 @@
 spool of its own per test, spoold and watchd serve as separate processes.
 Not part of the client: an installer copies vmspool.py alone."""
 
-import ctypes
-import ctypes.util
 import os
 import shutil
 import signal
-import struct
 import subprocess
 import tempfile
 import time
@@ -113,48 +110,3 @@ class SpoolCase(unittest.TestCase):
             log.seek(0)
             out.append(log.read())
         return "\n".join(out)
-
-
-# --- inotify, to watch the submit's order on the directory itself ----------
-
-IN_CREATE, IN_DELETE, IN_MOVED_TO, IN_MOVED_FROM = 0x100, 0x200, 0x80, 0x40
-
-
-class Inotify:
-    """The kernel's own account of what happened in some directories, in
-    the order it happened (one inotify instance, read after the fact)."""
-
-    def __init__(self):
-        self.libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        self.fd = self.libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
-        if self.fd < 0:
-            raise OSError(ctypes.get_errno(), "inotify_init1")
-        self.wd = {}
-
-    def watch(self, path):
-        wd = self.libc.inotify_add_watch(self.fd, os.fsencode(path), IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM)
-        if wd < 0:
-            raise OSError(ctypes.get_errno(), "inotify_add_watch " + path)
-        self.wd[wd] = path
-
-    def events(self):
-        """[(op, path)] since the last call: op is create, delete, moved_to
-        or moved_from."""
-        out = []
-        while True:
-            try:
-                buf = os.read(self.fd, 65536)
-            except BlockingIOError:
-                return out
-            i = 0
-            while i < len(buf):
-                wd, mask, _, n = struct.unpack_from("iIII", buf, i)
-                name = buf[i + 16:i + 16 + n].rstrip(b"\0").decode()
-                i += 16 + n
-                op = {IN_CREATE: "create", IN_DELETE: "delete", IN_MOVED_TO: "moved_to", IN_MOVED_FROM: "moved_from"}
-                for bit, word in op.items():
-                    if mask & bit:
-                        out.append((word, os.path.join(self.wd.get(wd, "?"), name)))
-
-    def close(self):
-        os.close(self.fd)
