@@ -1,0 +1,29 @@
+package atomicfile
+
+// WriteFile replaces name with data, atomically (renameio's WriteFile,
+// with this package's options).
+func WriteFile(name string, data []byte, opts ...Option) error {
+	p, err := NewPendingFile(name, opts...)
+	if err != nil {
+		return err
+	}
+	defer p.Cleanup()
+	if _, err := p.Write(data); err != nil {
+		return err
+	}
+	return p.CloseAtomicallyReplace()
+}
+
+// CreateFile creates name with data, atomically, only if nothing stands
+// at name: otherwise the error wraps fs.ErrExist and nothing is left.
+func CreateFile(name string, data []byte, nr *NoReplace, opts ...Option) error {
+	p, err := NewPendingFile(name, opts...)
+	if err != nil {
+		return err
+	}
+	defer p.Cleanup()
+	if _, err := p.Write(data); err != nil {
+		return err
+	}
+	return p.CloseAtomicallyCreate(nr)
+}
