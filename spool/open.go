@@ -26,10 +26,13 @@ import (
 // Directories are opened by openDir, with O_DIRECTORY, which refuses a
 // FIFO before it is opened.
 //
-// The one open not made here is renameio's temporary in writeSynced: an
-// O_CREAT|O_EXCL of a fresh random name through the os.Root, which can be
-// nothing but a new plain file (O_EXCL never follows a link). TestOneOpen
-// keeps every other open of this package in these three functions.
+// The opens not made here are the temporaries of the atomic writes
+// (writeFile, writeAdvisory, the submits), which internal/atomicfile
+// makes: an O_CREAT|O_EXCL|O_NOFOLLOW of a fresh random name through the
+// directory's handle (renameio's, through the os.Root, for a durable
+// replace), which can be nothing but a new plain file (O_EXCL never
+// follows a link). TestOneOpen keeps every other open of this package in
+// these three functions.
 const openFlags = syscall.O_NOFOLLOW | syscall.O_NONBLOCK | syscall.O_CLOEXEC
 
 // euid is this process's effective uid: root's writes take their
@@ -150,10 +153,33 @@ func dirOwner(dirfd int) owner {
 		return owner{}
 	}
 	var st unix.Stat_t
-	if unix.Fstat(dirfd, &st) != nil || st.Uid == 0 && st.Gid == 0 {
+	if unix.Fstat(dirfd, &st) != nil {
 		return owner{}
 	}
-	return owner{uid: int(st.Uid), gid: int(st.Gid), set: true}
+	return ownerOf(st.Uid, st.Gid)
+}
+
+// rootOwner is dirOwner for a directory held as an os.Root.
+func rootOwner(dir *os.Root) owner {
+	if euid != 0 {
+		return owner{}
+	}
+	fi, err := dir.Lstat(".")
+	if err != nil {
+		return owner{}
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return owner{}
+	}
+	return ownerOf(st.Uid, st.Gid)
+}
+
+func ownerOf(uid, gid uint32) owner {
+	if uid == 0 && gid == 0 {
+		return owner{}
+	}
+	return owner{uid: int(uid), gid: int(gid), set: true}
 }
 
 func kind(fi fs.FileInfo) string {

@@ -2,6 +2,8 @@ package spool
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -140,4 +142,10 @@ func writeTempAt(dirfd int, name string, data []byte, durable, batch bool, own o
 		}
 		return tmp, nil
 	}
+}
+
+// tempName is a fresh temporary's name for name: hidden (a leading dot,
+// which no id has) and random, so that two writers never share one.
+func tempName(name string) string {
+	return "." + name + strconv.FormatUint(rand.Uint64(), 10)
 }

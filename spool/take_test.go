@@ -131,8 +131,11 @@ func TestRootWritesTakeTheOwner(t *testing.T) {
 	if _, err := s.AppendEvent(id, Event{Text: "hi"}); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.WriteProgress(&Progress{Job: id, Chat: "c", State: Running}); err != nil {
+		t.Fatal(err)
+	}
 	for _, name := range []string{id + ExtSpec, id + ExtReady, ids[0] + ExtSpec, ids[0] + ExtReady,
-		ChatDir("c"), ChatDir("c") + "/" + AnswerFile, id + ExtCancel, id + ExtEvents} {
+		ChatDir("c"), ChatDir("c") + "/" + AnswerFile, id + ExtCancel, id + ExtEvents, ProgressDir + "/c"} {
 		fi, err := os.Lstat(s.Path(name))
 		if err != nil {
 			t.Fatal(err)
