@@ -73,24 +73,20 @@ func openRegular(dir *os.Root, name string, flag int) (*os.File, fs.FileInfo, er
 }
 
 // openRegularAt is openRegular for one name (no "/") of the directory open
-// as dirfd, by plain system calls. It returns the descriptor and what
-// fstat said of it; a file it created with O_CREAT|O_EXCL is new, so it
-// is neither stat'd (st is zero) nor settled: the caller settles it
-// (writeTempAt).
+// as dirfd, by plain system calls, to read (List, and the batch's syncs
+// where syncfs is refused). It returns the descriptor and what fstat said
+// of it.
 func openRegularAt(dirfd int, name string, flag int) (int, unix.Stat_t, error) {
 	var st unix.Stat_t
-	fd, err := unix.Openat(dirfd, name, flag|openFlags, uint32(FileMode))
+	fd, err := unix.Openat(dirfd, name, flag|openFlags, 0)
 	if err != nil {
-		if err == unix.ENOENT || err == unix.EEXIST {
+		if err == unix.ENOENT {
 			return -1, st, err
 		}
 		if unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT != unix.S_IFREG {
 			return -1, st, fmt.Errorf("%s: %w (%s)", name, ErrNotRegular, kindOfMode(st.Mode))
 		}
 		return -1, st, err
-	}
-	if flag&(unix.O_CREAT|unix.O_EXCL) == unix.O_CREAT|unix.O_EXCL {
-		return fd, st, nil
 	}
 	if err := unix.Fstat(fd, &st); err != nil {
 		unix.Close(fd)

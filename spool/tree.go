@@ -9,7 +9,6 @@ import (
 	"path"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -63,8 +62,9 @@ type Spool struct {
 	// descriptor is what take, the submits' renames and syncs, and
 	// CheckRootSafe work on.
 	dir *os.File
-	// takeHow is how take works on this filesystem (take.go).
-	takeHow atomic.Int32
+	// taking is how a name is taken without replacing what stands there
+	// on this filesystem (a spec's id, take.go).
+	taking atomicfile.NoReplace
 
 	// progress/ stays open between flushes (a flush is the hot path):
 	// prog is that directory, progID what an fstat of it said. Every use
@@ -266,7 +266,7 @@ func (s *Spool) dropProgressDir(held *os.File) {
 // renameio's write, through the os.Root (internal/atomicfile), with the
 // tree's mode and, when root writes, the directory's owner.
 func writeFile(dir *os.Root, name string, data []byte) error {
-	return atomicfile.WriteFile(name, data, treeOptions(rootOwner(dir), atomicfile.WithRoot(dir), atomicfile.SyncDir())...)
+	return atomicfile.WriteFile(name, data, treeOpts(rootOwner(dir), atomicfile.WithRoot(dir), atomicfile.SyncDir())...)
 }
 
 // writeAdvisory replaces name in the directory dirfd atomically, without
@@ -274,12 +274,25 @@ func writeFile(dir *os.Root, name string, data []byte) error {
 // flushes are the hot path; a metrics textfile; a lease's rewrite whose
 // claim is durable already).
 func writeAdvisory(dirfd int, name string, data []byte) error {
-	return atomicfile.WriteFile(name, data, treeOptions(dirOwner(dirfd), atomicfile.InDir(dirfd), atomicfile.NoSync())...)
+	return writeAt(name, data, nil, treeOpts(dirOwner(dirfd), atomicfile.InDir(dirfd), atomicfile.NoSync()))
 }
 
-// treeOptions are the options of every write of the tree: the tree's
-// mode, the owner root's files take (own), then more.
-func treeOptions(own owner, more ...atomicfile.Option) []atomicfile.Option {
+// writeAt writes data to name atomically, by system calls on the
+// descriptor opts name (treeOpts with atomicfile.InDir): over what stands
+// at name, or, with nr, only if nothing does (an error wrapping
+// fs.ErrExist then, and nothing left behind). The file is fsync'd unless
+// opts say NoSync; the directory is the caller's to sync.
+func writeAt(name string, data []byte, nr *atomicfile.NoReplace, opts []atomicfile.Option) error {
+	if nr != nil {
+		return atomicfile.CreateFile(name, data, nr, opts...)
+	}
+	return atomicfile.WriteFile(name, data, opts...)
+}
+
+// treeOpts are the options of every write of the tree: the tree's mode,
+// the owner root's files take (own: dirOwner, rootOwner), then more
+// (where: WithRoot or InDir; the syncs). A batch builds them once.
+func treeOpts(own owner, more ...atomicfile.Option) []atomicfile.Option {
 	opts := make([]atomicfile.Option, 0, 2+len(more))
 	opts = append(opts, atomicfile.WithMode(FileMode))
 	if own.set {

@@ -48,13 +48,23 @@ const createFlags = unix.O_WRONLY | unix.O_CREAT | unix.O_EXCL | unix.O_NOFOLLOW
 // is opened as the path names it. The temporary is given its mode and
 // owner before anything is written into it.
 func NewPendingFile(name string, opts ...Option) (*PendingFile, error) {
+	p := new(PendingFile)
+	if err := p.init(name, opts); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// init is NewPendingFile's work, on a PendingFile that WriteFile keeps on
+// its stack: a batch writes thousands.
+func (p *PendingFile) init(name string, opts []Option) error {
 	c := config{dirfd: -1, perm: defaultPerm}
 	for _, o := range opts {
 		o(&c)
 	}
-	p := &PendingFile{name: name, dirfd: c.dirfd, fd: -1, root: c.root, cfg: c}
+	*p = PendingFile{name: name, dirfd: c.dirfd, fd: -1, root: c.root, cfg: c}
 	if c.root != nil {
-		return p, p.openRoot()
+		return p.openRoot()
 	}
 	if p.dirfd < 0 {
 		dir, base := filepath.Split(name)
@@ -63,15 +73,15 @@ func NewPendingFile(name string, opts ...Option) (*PendingFile, error) {
 		}
 		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
-			return nil, &os.PathError{Op: "open", Path: dir, Err: err}
+			return &os.PathError{Op: "open", Path: dir, Err: err}
 		}
 		p.dirfd, p.ownDir, p.name = fd, true, base
 	}
 	if err := p.open(); err != nil {
 		p.closeDir()
-		return nil, err
+		return err
 	}
-	return p, nil
+	return nil
 }
 
 func checkName(name string) error {
@@ -116,7 +126,8 @@ func (p *PendingFile) open() error {
 		return err
 	}
 	for try := 0; ; try++ {
-		p.tmp = "." + p.name + strconv.FormatUint(nextRandom(), 10)
+		var b [20]byte
+		p.tmp = "." + p.name + string(strconv.AppendUint(b[:0], nextRandom(), 10))
 		fd, err := unix.Openat(p.dirfd, p.tmp, createFlags, uint32(p.cfg.perm))
 		if err == unix.EEXIST && try < 100 {
 			continue

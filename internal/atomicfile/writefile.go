@@ -3,8 +3,8 @@ package atomicfile
 // WriteFile replaces name with data, atomically (renameio's WriteFile,
 // with this package's options).
 func WriteFile(name string, data []byte, opts ...Option) error {
-	p, err := NewPendingFile(name, opts...)
-	if err != nil {
+	var p PendingFile
+	if err := p.init(name, opts); err != nil {
 		return err
 	}
 	defer p.Cleanup()
@@ -17,8 +17,8 @@ func WriteFile(name string, data []byte, opts ...Option) error {
 // CreateFile creates name with data, atomically, only if nothing stands
 // at name: otherwise the error wraps fs.ErrExist and nothing is left.
 func CreateFile(name string, data []byte, nr *NoReplace, opts ...Option) error {
-	p, err := NewPendingFile(name, opts...)
-	if err != nil {
+	var p PendingFile
+	if err := p.init(name, opts); err != nil {
 		return err
 	}
 	defer p.Cleanup()
