@@ -39,8 +39,8 @@ const openFlags = syscall.O_NOFOLLOW | syscall.O_NONBLOCK | syscall.O_CLOEXEC
 // directory's owner (settle).
 var euid = os.Geteuid()
 
-// openRegular opens name for flag (os.O_RDONLY, O_WRONLY|O_CREATE|O_EXCL
-// for a temporary, O_RDWR|O_APPEND|O_CREATE for a log...) and makes sure
+// openRegular opens name for flag (os.O_RDONLY, O_RDWR|O_APPEND|O_CREATE
+// for a log, O_WRONLY|O_CREATE for a claim mark...) and makes sure
 // it is a plain file under that very name. A file opened with O_CREATE is
 // settled: the tree's mode, and its directory's owner when root made it.
 // It costs two system calls; `spool ls` makes one such open per job.
@@ -67,7 +67,7 @@ func openRegular(dir *os.Root, name string, flag int) (*os.File, fs.FileInfo, er
 		return nil, fi, fmt.Errorf("%s: %w (%s)", name, ErrNotRegular, kind(fi))
 	}
 	if flag&os.O_CREATE != 0 {
-		settle(f, fi, flag&os.O_EXCL != 0, func() (fs.FileInfo, error) { return dir.Lstat(path.Dir(name)) })
+		settle(f, fi, func() (fs.FileInfo, error) { return dir.Lstat(path.Dir(name)) })
 	}
 	return f, fi, nil
 }
@@ -110,13 +110,14 @@ func openDir(dir *os.Root, name string) (*os.File, error) {
 // owner and group of the directory it is in: root using `spool submit`,
 // `spool answer` or the Python client on a spool that belongs to the
 // service user writes documents that user's daemons can read
-// (docs/operations.md, "Who owns what"). Only a file this open created
-// (made, O_EXCL), or one this process owns with one link, is touched: a
-// hard link may name a file outside the tree, and another user's file is
-// never given away.
-func settle(f *os.File, fi fs.FileInfo, made bool, parent func() (fs.FileInfo, error)) {
+// (docs/operations.md, "Who owns what"). Only a file this process owns
+// with one link is touched: a hard link may name a file outside the tree,
+// and another user's file is never given away. (The atomic writes'
+// temporaries are new files, given their mode and owner by
+// internal/atomicfile: treeOpts.)
+func settle(f *os.File, fi fs.FileInfo, parent func() (fs.FileInfo, error)) {
 	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok || !made && (st.Nlink != 1 || int(st.Uid) != euid) {
+	if !ok || st.Nlink != 1 || int(st.Uid) != euid {
 		return
 	}
 	if fi.Mode().Perm() != FileMode {
