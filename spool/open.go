@@ -26,13 +26,14 @@ import (
 // Directories are opened by openDir, with O_DIRECTORY, which refuses a
 // FIFO before it is opened.
 //
-// The opens not made here are the temporaries of the atomic writes
-// (writeFile, writeAdvisory, the submits), which internal/atomicfile
-// makes: an O_CREAT|O_EXCL|O_NOFOLLOW of a fresh random name through the
+// The opens not made here are the atomic write's (internal/atomicfile,
+// called by writeFile and writeAt): its temporaries, an
+// O_CREAT|O_EXCL|O_NOFOLLOW of a fresh random name through the
 // directory's handle (renameio's, through the os.Root, for a durable
 // replace), which can be nothing but a new plain file (O_EXCL never
-// follows a link). TestOneOpen keeps every other open of this package in
-// these three functions.
+// follows a link), and the directory it syncs after a rename (syncDir
+// too), opened O_DIRECTORY|O_NOFOLLOW through the os.Root. TestOneOpen
+// keeps every other open of this package in these three functions.
 const openFlags = syscall.O_NOFOLLOW | syscall.O_NONBLOCK | syscall.O_CLOEXEC
 
 // euid is this process's effective uid: root's writes take their

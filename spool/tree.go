@@ -301,19 +301,9 @@ func treeOpts(own owner, more ...atomicfile.Option) []atomicfile.Option {
 	return append(opts, more...)
 }
 
-// syncDir fsyncs a directory, so that a rename into it is durable.
-// renameio syncs the file only.
-func syncDir(dir *os.Root) error {
-	d, err := openDir(dir, ".")
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
+// syncDir fsyncs a directory, so that a rename into it is durable: the
+// atomic write's own directory sync (O_DIRECTORY|O_NOFOLLOW).
+func syncDir(dir *os.Root) error { return atomicfile.SyncRoot(dir) }
 
 // readFile reads a whole document, refusing anything but a plain file and
 // anything larger than max.

@@ -56,7 +56,7 @@ func NewPendingFile(name string, opts ...Option) (*PendingFile, error) {
 }
 
 // init is NewPendingFile's work, on a PendingFile that WriteFile keeps on
-// its stack: a batch writes thousands.
+// its stack.
 func (p *PendingFile) init(name string, opts []Option) error {
 	c := config{dirfd: -1, perm: defaultPerm}
 	for _, o := range opts {
@@ -218,7 +218,7 @@ func (p *PendingFile) CloseAtomicallyReplace() error {
 		}
 		p.done = true
 		if p.cfg.syncDir {
-			return p.syncRoot()
+			return SyncRoot(p.root)
 		}
 		return nil
 	}
@@ -263,8 +263,11 @@ func (p *PendingFile) finish() error {
 	return err
 }
 
-func (p *PendingFile) syncRoot() error {
-	d, err := p.root.OpenFile(".", os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+// SyncRoot fsyncs root's directory, so that a rename into it is durable
+// (renameio syncs the file only): SyncDir's sync with WithRoot, for a
+// caller that renames by itself.
+func SyncRoot(root *os.Root) error {
+	d, err := root.OpenFile(".", os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return err
 	}
