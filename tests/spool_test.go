@@ -269,17 +269,16 @@ func TestSpoolAskAnswer(t *testing.T) {
 	}
 	// Play the daemon: wait for the question event, publish it.
 	var q spool.Event
-	deadline := time.Now().Add(10 * time.Second)
-	for q.ID == "" && time.Now().Before(deadline) {
+	eventually(t, 10*time.Second, 10*time.Millisecond, "the question event", func() bool {
 		evs, _ := s.NewEventReader(job).Read()
 		for _, ev := range evs {
 			if ev.Type == spool.EventQuestion {
 				q = ev
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if q.ID == "" || q.Text != "Go on?" || strings.Join(q.Options, ",") != "yes,no" {
+		return q.ID != ""
+	})
+	if q.Text != "Go on?" || strings.Join(q.Options, ",") != "yes,no" {
 		t.Fatalf("question event: %+v", q)
 	}
 	p := &spool.Progress{Job: job, Chat: "c", State: spool.Running}
@@ -292,7 +291,8 @@ func TestSpoolAskAnswer(t *testing.T) {
 		t.Errorf("answer to a question that is not open: exit %d %s; want 1", code, errs)
 	}
 	// ask has looked at answer.json since it asked; the stale answer
-	// there must not have been taken.
+	// there must not have been taken. The sleep is the point: a window
+	// in which ask must not take it.
 	time.Sleep(100 * time.Millisecond)
 	if b, _ := os.ReadFile(outPath); len(b) != 0 {
 		t.Fatalf("ask took the stale answer: %q", b)
@@ -372,12 +372,10 @@ func TestSpoolCancelWait(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 1000; i++ {
-		if _, err := os.Stat(filepath.Join(dir, job+".cancel")); err == nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually(t, 10*time.Second, 10*time.Millisecond, "the cancel request", func() bool {
+		_, err := os.Stat(filepath.Join(dir, job+".cancel"))
+		return err == nil
+	})
 	s.Finish(&spool.Result{Job: job, Chat: "c", State: spool.Cancelled, Attempt: l.Attempt})
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("cancel --wait: %v", err)
