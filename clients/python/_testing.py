@@ -47,7 +47,30 @@ def wait_for(what, cond, within=30.0, every=0.02):
             return v
         if time.monotonic() > end:
             raise AssertionError("timed out after %gs waiting for %s" % (within, what))
-        time.sleep(every)
+        time.sleep(every)  # the poll of the wait
+
+
+def follower_watching(chat):
+    """Whether a `watchd follow --chat CHAT` of this machine holds an
+    inotify watch: it has taken its start stamp and watches the chat's
+    progress, so that a run submitted now is its run."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            argv = read("/proc/%s/cmdline" % pid, "rb").split(b"\0")
+            fds = os.listdir("/proc/%s/fd" % pid)
+        except OSError:
+            continue
+        if b"follow" not in argv or os.path.basename(argv[0]) != b"watchd" or chat.encode() not in argv:
+            continue
+        for fd in fds:
+            try:
+                if "inotify" in os.readlink("/proc/%s/fd/%s" % (pid, fd)):
+                    return True
+            except OSError:
+                pass
+    return False
 
 
 class SpoolCase(unittest.TestCase):
@@ -66,6 +89,10 @@ class SpoolCase(unittest.TestCase):
     def _stop_all(self):
         for p, log in self.procs:
             if p.poll() is None:
+                # Two SIGTERMs, the daemons' "stop now"; apart, or the
+                # kernel may merge them into one while the first is
+                # pending (a missed second one costs the grace, not the
+                # test).
                 p.send_signal(signal.SIGTERM)
                 time.sleep(0.02)
                 if p.poll() is None:
