@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -63,26 +65,11 @@ func (s *Spool) ringAll(jobs []string) error {
 	return errors.Join(errs...)
 }
 
-// ring makes the bell in the directory dfd (doorbell/), by plain system
-// calls on a checked id: a bulk submit rings thousands.
+// ring makes the bell in the directory dfd (doorbell/): always a new
+// file, by the tree's atomic write, so that doorbell/'s names (and with
+// them its stamp) change even when a bell was there already.
 func ring(dfd int, job string) error {
-	// A new bell is one create; one there already is replaced by a new
-	// file, since only a change of doorbell/'s names moves its stamp.
-	fd, _, err := openRegularAt(dfd, job, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL)
-	if err == nil {
-		return unix.Close(fd)
-	}
-	if err != unix.EEXIST {
-		return fmt.Errorf("job %s: ringing: %w", job, err)
-	}
-	tmp := tempName(job)
-	fd, _, err = openRegularAt(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL)
-	if err != nil {
-		return fmt.Errorf("job %s: ringing: %w", job, err)
-	}
-	unix.Close(fd)
-	if err := unix.Renameat(dfd, tmp, dfd, job); err != nil {
-		unix.Unlinkat(dfd, tmp, 0)
+	if err := writeAdvisory(dfd, job, nil); err != nil {
 		return fmt.Errorf("job %s: ringing: %w", job, err)
 	}
 	return nil
@@ -104,7 +91,8 @@ func (s *Spool) Unring(job string) error {
 }
 
 func (s *Spool) unring(dfd int, job string) error {
-	tmp := tempName(job)
+	// A temporary's name: never read as anything (docs/contract.md).
+	tmp := "." + job + ".taken" + strconv.FormatUint(rand.Uint64(), 10)
 	if err := unix.Renameat(dfd, job, dfd, tmp); err != nil {
 		if err == unix.ENOENT {
 			return nil
