@@ -177,15 +177,7 @@ func BenchmarkIdlePoll(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		var started time.Time
-		eventually(b, 30*time.Minute, 100*time.Millisecond, "the hand submission to start", func() bool {
-			for _, r := range mhReadRuns(b, c.runs)[id] {
-				started = r.first
-				return true
-			}
-			return false
-		})
-		hand := started.Sub(began)
+		hand := c.startedAfter(b, id, began, 30*time.Minute, 100*time.Millisecond)
 		b.ReportMetric(hand.Seconds(), "hand_start_s")
 		b.Logf("a hand submission (no bell) started after %v", hand.Round(100*time.Millisecond))
 	}
