@@ -20,7 +20,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CLIENT = os.path.join(HERE, "..", "python")
 sys.path.insert(0, CLIENT)
 
-from _testing import BIN, SpoolCase, read, wait_for  # noqa: E402
+from _testing import BIN, SpoolCase, follower_watching, read, wait_for  # noqa: E402
 from _openwebui import LOOP, OpenWebUI, Tab, load_tool, run  # noqa: E402
 
 try:
@@ -450,7 +450,9 @@ class ProgressQuestionsTest(SpoolCase):
 
         async def go():
             c = self.owui.call(self.tool.vm_progress, chat="chat-late")
-            await asyncio.sleep(0.3)  # the follower is up before the run: the case under test
+            # The follower is up (its start stamp taken) before the run: the
+            # case under test.
+            await asyncio.to_thread(wait_for, "the tool's watchd follow", lambda: follower_watching("chat-late"))
             await asyncio.to_thread(vmspool.submit, "chat-late", argv=["sh", "-c", "spool say late-run"], spool=self.spool)
             return await c.result(60), c
 
