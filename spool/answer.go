@@ -187,7 +187,7 @@ func (s *Spool) AnswerQuestion(chat, qid, text string) (*Answer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := writeFile(dir, AnswerFile, append(b, '\n'), true); err != nil {
+	if err := writeFile(dir, AnswerFile, append(b, '\n')); err != nil {
 		return nil, fmt.Errorf("chat %s: answer: %w", chat, err)
 	}
 	return a, nil
