@@ -1063,6 +1063,43 @@ def current(chat, *, spool=None, url=None, token=None):
     return doc if isinstance(doc, dict) else None
 
 
+def _answer_of(chat, qid, spool=None):
+    """The answer chats/<chat>/answer.json gives question qid, or None (no
+    such answer, or not readable here: a client given only watchd's
+    address)."""
+    try:
+        dfd = _dir_fd(resolve_spool(spool))
+    except OSError:
+        return None
+    try:
+        cfd = _open_subdir(dfd, "chats", "chats")
+        if cfd is None:
+            return None
+        try:
+            chfd = _open_subdir(cfd, chat, chat)
+        finally:
+            os.close(cfd)
+        if chfd is None:
+            return None
+        try:
+            fd = os.open("answer.json", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=chfd)
+        finally:
+            os.close(chfd)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            doc = json.loads(os.read(fd, MAX_DOCUMENT))
+        finally:
+            os.close(fd)
+    except (OSError, ValueError, SpoolError):
+        return None
+    finally:
+        os.close(dfd)
+    if isinstance(doc, dict) and doc.get("question") == qid and isinstance(doc.get("answer"), str):
+        return doc["answer"]
+    return None
+
+
 # --- chats of Open WebUI -------------------------------------------------------
 
 def openwebui_chat(metadata=None, chat_id=None, user=None):
@@ -1182,6 +1219,7 @@ async def relay(chat, job, emit, call=None, *, every=1.0, spool=None, bin_dir=No
     """
     statuses = []
     dialogs = {}  # question id -> its dialog's task
+    told = set()  # question ids whose answer was said
     last = {"done": False}
 
     async def status(text, done=False):
@@ -1253,6 +1291,24 @@ async def relay(chat, job, emit, call=None, *, every=1.0, spool=None, bin_dir=No
         for t in dialogs.values():
             t.cancel()
         dialogs.clear()
+
+    async def answered_elsewhere():
+        try:
+            doc = await asyncio.to_thread(current, chat, spool=spool, url=url, token=token)
+        except SpoolError:
+            return
+        if doc is None:
+            return  # no document: nothing to judge by
+        q = doc.get("question")
+        still = {q.get("id")} if isinstance(q, dict) and not doc.get("done") else set()
+        for qid in [i for i in dialogs if i not in still]:
+            dialogs.pop(qid).cancel()
+            told.add(qid)
+            said = None if url else await asyncio.to_thread(_answer_of, chat, qid, spool)
+            if said is None:
+                await status("The question was answered.")
+            else:
+                await status("The question was answered: %s" % (said if said != "" else "(an empty answer)"))
 
     outcome = {"job": job, "state": None, "exit": None, "error": None, "statuses": statuses}
     # The throttle: a status goes out at once if none went out in the last
@@ -1337,12 +1393,27 @@ async def relay(chat, job, emit, call=None, *, every=1.0, spool=None, bin_dir=No
             if ev.kind == "answer":
                 await flush_held()
                 held["at"] = loop.time()
-                drop_dialogs()
+                qid = (ev.event or {}).get("id") if isinstance(ev.event, dict) else None
+                # Only this question's dialog: spoold may relay an answer
+                # after the run asked its next question.
+                if qid and qid in dialogs:
+                    dialogs.pop(qid).cancel()
+                elif not qid:
+                    drop_dialogs()
+                if qid and qid in told:
+                    continue
+                told.add(qid)
                 said = (ev.event or {}).get("text") if isinstance(ev.event, dict) else None
                 if said is None:
                     said = ev.text[len("answered: "):] if ev.text.startswith("answered: ") else ev.text
                 await status("The question was answered: %s" % (said if said != "" else "(an empty answer)"))
                 continue
+            if dialogs:
+                # The run went on while a dialog waits: a job that took its
+                # answer before spoold relayed it shows no answer event,
+                # so the chat's document says whether the question is
+                # still open.
+                await answered_elsewhere()
             await throttled(ev.text)
         return outcome
     except asyncio.CancelledError:
