@@ -108,14 +108,9 @@ class Tools:
         if cur and not cur.get("done") and cur.get("question") and vs.valid_id(cur.get("job") or ""):
             waiting = cur["job"]
             await emit({"type": "status", "data": {"description": "This chat's run %s is waiting for an answer: asking again" % waiting, "done": False, "hidden": False}})
-            try:
-                out = await vs.relay(chat, waiting, emit, __event_call__, **follow)
-            except asyncio.CancelledError:
-                await _stopped(vs, waiting, v, done)
-                raise
-            except Exception as e:
-                await done("Lost track of the run: %s" % e)
-                return "Lost track of the run (job %s): %s." % (waiting, e)
+            out = await _relay(vs, chat, waiting, emit, __event_call__, v, done, follow)
+            if isinstance(out, str):
+                return out
             return (_report(out, tool) + "\n\nThis chat's earlier run %s was waiting for an answer, so the task "
                     "given now was not started: call vm_agent again with it." % waiting)
         try:
@@ -131,15 +126,21 @@ class Tools:
             await done("The run could not be queued: %s" % e)
             return "The run could not be queued: %s" % e
         await emit({"type": "status", "data": {"description": "Queued (job %s)" % job, "done": False, "hidden": False}})
-        try:
-            out = await vs.relay(chat, job, emit, __event_call__, **follow)
-        except asyncio.CancelledError:
-            await _stopped(vs, job, v, done)
-            raise
-        except Exception as e:
-            await done("Lost track of the run: %s" % e)
-            return "Lost track of the run (job %s): %s. `spool show %s` on the host says how it is doing." % (job, e, shlex.quote(job))
-        return _report(out, tool)
+        out = await _relay(vs, chat, job, emit, __event_call__, v, done, follow)
+        return out if isinstance(out, str) else _report(out, tool)
+
+
+async def _relay(vs, chat, job, emit, call, v, done, follow):
+    """The run relayed to its end: its outcome, or what the model reads
+    when the follow was lost. The stop button asks for the job's cancel."""
+    try:
+        return await vs.relay(chat, job, emit, call, **follow)
+    except asyncio.CancelledError:
+        await _stopped(vs, job, v, done)
+        raise
+    except Exception as e:
+        await done("Lost track of the run: %s" % e)
+        return "Lost track of the run (job %s): %s. `spool show %s` on the host says how it is doing." % (job, e, shlex.quote(job))
 
 
 async def _stopped(vs, job, v, done):
