@@ -66,6 +66,18 @@ type FsckOptions struct {
 	DefaultLease time.Duration
 }
 
+// fsckWorker is the worker fsck ends jobs as, in their end events and
+// the lease it claims a job with.
+const fsckWorker = "fsck"
+
+// lease is the lease fsck claims a job with, to end it: this process,
+// judged as any worker's lease is.
+func (o *FsckOptions) lease(chat string) Lease {
+	pid := os.Getpid()
+	pst, _ := ProcessStart(pid)
+	return Lease{Worker: fsckWorker, Host: o.Host, PID: pid, PIDStart: pst, Boot: o.Boot, LeaseS: o.DefaultLease.Seconds(), Chat: chat}
+}
+
 func (o *FsckOptions) defaults() {
 	if o.Now.IsZero() {
 		o.Now = time.Now()
@@ -196,18 +208,30 @@ func (s *Spool) fsckJob(job string, f Files, opt FsckOptions, add func(Finding, 
 				if st == Running {
 					return "", errors.New("the job is running: left to its worker")
 				}
+				// A queued job is claimed first, as spoold claims one it
+				// refuses: the claim's rename decides who ends it.
+				chat := s.LooseChat(job)
+				var l *Lease
+				if st == Queued {
+					var cerr error
+					if l, _, cerr = s.Claim(job, opt.lease(chat)); cerr != nil {
+						return "", cerr
+					} else if l == nil {
+						return "", errors.New("taken over meanwhile")
+					}
+				}
 				dst, err := s.Quarantine(name, "fsck: "+oneLine(err))
 				if err != nil {
 					return "", err
 				}
 				what := "moved to " + CorruptDir + "/" + dst
 				if st == Queued || st == New {
-					r := &Result{Job: job, State: Failed}
-					r.Errorf("spec does not parse (moved to %s/%s)", CorruptDir, dst)
-					if err := s.Finish(r); err != nil {
-						return what, err
+					r := &Result{Job: job, Chat: chat, State: Failed, Worker: fsckWorker}
+					if l != nil {
+						r.Attempt, r.First, r.Started = l.Attempt, l.First, l.Claimed
 					}
-					if err := removeName(s.root, job+ExtReady); err != nil {
+					r.Errorf("spec does not parse (moved to %s/%s)", CorruptDir, dst)
+					if err := s.End(Ending{Result: r, Lease: l, Worker: fsckWorker}); err != nil {
 						return what, err
 					}
 					what += "; job ended failed"
@@ -231,7 +255,9 @@ func (s *Spool) fsckJob(job string, f Files, opt FsckOptions, add func(Finding, 
 				if sp, err := s.ReadSpec(job); err == nil {
 					r.Chat = sp.Chat
 				}
-				return "moved to " + CorruptDir + "/" + dst + "; replaced by a failed result", s.Finish(r)
+				// A repair, not an end: the job's end event was written
+				// when it ended, and its lease is long gone.
+				return "moved to " + CorruptDir + "/" + dst + "; replaced by a failed result", s.writeResult(r)
 			})
 		}
 	case st == Running:
@@ -336,6 +362,11 @@ func (s *Spool) fsckLease(job string, opt FsckOptions, add func(Finding, func() 
 		return
 	}
 	add(Finding{Kind: FindDeadLease, Job: job, Name: name, Text: why}, func() (string, error) {
+		if r := l.Ending; r != nil {
+			// Its worker died while it ended the job: the end is
+			// finished as it was begun.
+			return "finished its end: " + string(r.State), s.End(Ending{Result: r, Lease: l, Worker: fsckWorker})
+		}
 		max, chat := 1, l.Chat
 		if sp, err := s.ReadSpec(job); err == nil {
 			max, chat = sp.MaxTries(), sp.Chat
@@ -349,7 +380,7 @@ func (s *Spool) fsckLease(job string, opt FsckOptions, add func(Finding, func() 
 		}
 		r := &Result{Job: job, Chat: chat, State: Failed, Started: l.Claimed, Attempt: l.Attempt, First: l.First, Worker: l.Worker}
 		r.Errorf("worker %s died", l.Worker)
-		return "ended failed: worker " + l.Worker + " died", s.Finish(r)
+		return "ended failed: worker " + l.Worker + " died", s.End(Ending{Result: r, Lease: l, Worker: fsckWorker})
 	})
 }
 

@@ -28,7 +28,7 @@ func TestFsckClean(t *testing.T) {
 	id, _ := s.Submit(argvSpec("c", "x"))
 	id2, _ := s.Submit(argvSpec("d", "x"))
 	l, _, _ := s.Claim(id2, Lease{Worker: "w", Host: "h", PID: os.Getpid()})
-	s.Finish(&Result{Job: id2, Chat: "d", State: Done, Attempt: l.Attempt})
+	s.End(Ending{Result: &Result{Job: id2, Chat: "d", State: Done, Attempt: l.Attempt}, Lease: l})
 	s.WriteProgress(&Progress{Job: id, Chat: "c"})
 	writeRaw(t, s, ".fresh.json123", "")
 	found, err := s.Fsck(FsckOptions{})

@@ -500,7 +500,7 @@ func TestSpoolCancelWait(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	s.Finish(&spool.Result{Job: job, Chat: "c", State: spool.Cancelled, Attempt: l.Attempt})
+	s.End(spool.Ending{Result: &spool.Result{Job: job, Chat: "c", State: spool.Cancelled, Attempt: l.Attempt}, Lease: l})
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("cancel --wait: %v", err)
 	}

@@ -235,7 +235,7 @@ func TestFollowEndFromResultWhenSuperseded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := s.Finish(&spool.Result{Job: "j1", Chat: "c", State: spool.Done, Exit: ip(0)}); err != nil {
+	if err := s.End(spool.Ending{Result: &spool.Result{Job: "j1", Chat: "c", State: spool.Done, Exit: ip(0)}}); err != nil {
 		t.Fatal(err)
 	}
 	newRun(t, s, "c", "j2").say("other run")
