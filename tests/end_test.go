@@ -9,8 +9,14 @@ package tests
 // and error, no lease and no marker.
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -239,4 +245,207 @@ func spoolIn(t *testing.T, dir, stdin string, args ...string) string {
 		t.Fatalf("spool %q: %v", args, err)
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// endWatcher is a watcher of chat w: `watchd follow --json`, or the Python
+// client's follow (which runs watchd follow), with the job id or without.
+type endWatcher struct {
+	name string
+	p    *proc
+}
+
+// endWatch starts a watcher; with ready, it returns once the watcher (the
+// watchd process, the Python client's child) has its inotify watch: its
+// start, which it stamps first of all, is behind it.
+func endWatch(t *testing.T, dir, chat, job string, python, ready bool) *endWatcher {
+	t.Helper()
+	var p *proc
+	name := "watchd follow"
+	if python {
+		name = "vmspool.follow"
+		py, err := exec.LookPath("python3")
+		if err != nil {
+			t.Skip("no python3 for the Python client's follow")
+		}
+		code := `import json, sys
+sys.path.insert(0, sys.argv[1])
+import vmspool
+for ev in vmspool.follow(sys.argv[3], sys.argv[4] or None, spool=sys.argv[2], timeout=60):
+    print(json.dumps({"vmspool": {"kind": ev.kind, "job": ev.job, "state": ev.state}}), flush=True)`
+		p = startPath(t, raceEnv(), "python3", py, "-c", code, filepath.Join("..", "clients", "python"), dir, chat, job)
+	} else {
+		args := []string{"follow", "--spool", dir, "--chat", chat, "--json", "--timeout", "60s"}
+		if job != "" {
+			args = append(args, "--job", job)
+		}
+		p = startProc(t, raceEnv(), "watchd", args...)
+	}
+	if job != "" {
+		name += " --job"
+	}
+	w := &endWatcher{name: name, p: p}
+	if ready {
+		eventually(t, 10*time.Second, 2*time.Millisecond, name+" to watch", func() bool {
+			pid := p.cmd.Process.Pid
+			if python {
+				pid = childNamed(pid, "watchd")
+			}
+			return pid > 0 && hasInotifyWatch(pid)
+		})
+	}
+	return w
+}
+
+// lines are the watcher's lines: each output's job and kind and, for the
+// end, its state.
+func (w *endWatcher) lines(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	for _, line := range strings.Split(strings.TrimSpace(w.p.logText()), "\n") {
+		var v struct {
+			Run struct{ Kind, Job, State string } `json:"vmspool"`
+		}
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Errorf("%s: a line that is not an event: %q", w.name, line)
+			continue
+		}
+		out = append(out, v.Run.Job+" "+v.Run.Kind+" "+v.Run.State)
+	}
+	return out
+}
+
+// ended waits for the watcher to exit and returns its last line.
+func (w *endWatcher) ended(t *testing.T) string {
+	t.Helper()
+	select {
+	case <-w.p.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not end: %q", w.name, w.p.logText())
+	}
+	l := w.lines(t)
+	if len(l) == 0 {
+		t.Fatalf("%s printed nothing (%v)", w.name, w.p.err)
+	}
+	return l[len(l)-1]
+}
+
+// childNamed is the pid of a child of parent whose command is name, or 0.
+func childNamed(parent int, name string) int {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...
+		i := bytes.LastIndexByte(b, ')')
+		j := bytes.IndexByte(b, '(')
+		if i < 0 || j < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if string(b[j+1:i]) == name && len(f) > 1 && f[1] == strconv.Itoa(parent) {
+			return pid
+		}
+	}
+	return 0
+}
+
+// hasInotifyWatch says whether pid holds an inotify descriptor with a
+// watch on it.
+func hasInotifyWatch(pid int) bool {
+	dir := fmt.Sprintf("/proc/%d/fdinfo", pid)
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		b, _ := os.ReadFile(filepath.Join(dir, e.Name()))
+		if bytes.Contains(b, []byte("inotify wd:")) {
+			return true
+		}
+	}
+	return false
+}
+
+// endRun claims job in this process and begins its run as spoold would: a
+// start event and the first document.
+func endRun(t *testing.T, s *spool.Spool, job, chat string) *spool.Lease {
+	t.Helper()
+	host, _ := os.Hostname()
+	l, _, err := s.Claim(job, spool.Lease{Worker: "T", Host: host, PID: os.Getpid(), Boot: spool.BootID(), Chat: chat, LeaseS: 30})
+	if err != nil || l == nil {
+		t.Fatal(l, err)
+	}
+	s.AppendEvent(job, spool.Event{Type: spool.EventStart, Text: "attempt 1 started by T", Worker: "T", Attempt: l.Attempt})
+	if err := s.WriteProgress(&spool.Progress{Job: job, Chat: chat, State: spool.Running, Started: l.Claimed, Attempt: l.Attempt}); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// TestEndWatchersBetween: a run's last document lands before its result
+// (invariant 7). Held between the two (spool.End's BeforeResult: the
+// result waits until the hook returns), a watcher given the job reports
+// the run's end from its document, before the result exists; a watcher
+// without the job, started there or after the result, however soon, never
+// takes that run for its own: it reports the chat's next run. Both
+// watchers: `watchd follow` and the Python client's follow.
+func TestEndWatchersBetween(t *testing.T) {
+	dir := newSpool(t)
+	s := openSpool(t, dir, 200)
+	first := spooldSubmit(t, dir, "--chat", "w", "--", "true")
+	l := endRun(t, s, first, "w")
+	var between []*endWatcher
+	zero := 0
+	err := s.End(spool.Ending{Result: &spool.Result{Job: first, Chat: "w", State: spool.Done, Exit: &zero, Attempt: l.Attempt, Worker: "T"},
+		Lease: l, Worker: "T", BeforeResult: func() {
+			if p, err := s.ReadProgress("w"); err != nil || p.Job != first || !p.Done {
+				t.Fatalf("the document before the result: %+v %v", p, err)
+			}
+			for _, python := range []bool{false, true} {
+				w := endWatch(t, dir, "w", first, python, false)
+				if got := w.ended(t); got != first+" end done" {
+					t.Errorf("%s, between the document and the result: ended with %q, want %q", w.name, got, first+" end done")
+				}
+				if st, _ := s.State(first); st != spool.Running {
+					t.Errorf("the result was written before the hook returned: %s", st)
+				}
+			}
+			for _, python := range []bool{false, true} {
+				between = append(between, endWatch(t, dir, "w", "", python, true))
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := []*endWatcher{endWatch(t, dir, "w", "", false, true), endWatch(t, dir, "w", "", true, true)}
+	for _, w := range append(between, after...) {
+		select {
+		case <-w.p.done:
+			t.Fatalf("%s ended before the next run: %q", w.name, w.lines(t))
+		default:
+		}
+	}
+
+	// The chat's next run, which fails.
+	next := spooldSubmit(t, dir, "--chat", "w", "--", "false")
+	l = endRun(t, s, next, "w")
+	one := 1
+	if err := s.End(spool.Ending{Result: &spool.Result{Job: next, Chat: "w", State: spool.Failed, Exit: &one, Attempt: l.Attempt, Worker: "T"},
+		Lease: l, Worker: "T"}); err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range append(between, after...) {
+		when := []string{"between", "between", "after", "after"}[i]
+		if got := w.ended(t); got != next+" end failed" {
+			t.Errorf("%s started %s the document and the result: ended with %q, want the next run's %q", w.name, when, got, next+" end failed")
+		}
+		for _, line := range w.lines(t) {
+			if strings.HasPrefix(line, first+" ") {
+				t.Errorf("%s started %s: took the ended run for its own: %q", w.name, when, line)
+			}
+		}
+	}
 }
