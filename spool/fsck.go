@@ -62,9 +62,18 @@ type FsckOptions struct {
 	// submission (default 1h), and DeadClaim the age past which an empty
 	// or unparsable lease is a claimer that died (default 1m).
 	Grace, DeadClaim time.Duration
-	// DefaultLease judges a lease that records no lease_s (default 5m).
-	DefaultLease time.Duration
+	// Lease is the longest lease believed (default DefaultLease): a
+	// lease's own lease_s counts up to it and no further, and a lease
+	// that records none (or no positive one) counts as it, as spoold
+	// bounds lease_s by its --lease. Give it the --lease spoold runs with:
+	// a lease is a document anyone who can write the spool can plant, and
+	// one with a lease_s of 10^9 s would otherwise never be judged dead.
+	Lease time.Duration
 }
+
+// DefaultLease is spoold's lease when none is given (its --lease), and
+// the longest lease fsck believes unless told otherwise.
+const DefaultLease = 30 * time.Second
 
 // fsckWorker is the worker fsck ends jobs as, in their end events and
 // the lease it claims a job with.
@@ -75,7 +84,7 @@ const fsckWorker = "fsck"
 func (o *FsckOptions) lease(chat string) Lease {
 	pid := os.Getpid()
 	pst, _ := ProcessStart(pid)
-	return Lease{Worker: fsckWorker, Host: o.Host, PID: pid, PIDStart: pst, Boot: o.Boot, LeaseS: o.DefaultLease.Seconds(), Chat: chat}
+	return Lease{Worker: fsckWorker, Host: o.Host, PID: pid, PIDStart: pst, Boot: o.Boot, LeaseS: o.Lease.Seconds(), Chat: chat}
 }
 
 func (o *FsckOptions) defaults() {
@@ -97,8 +106,8 @@ func (o *FsckOptions) defaults() {
 	if o.DeadClaim <= 0 {
 		o.DeadClaim = time.Minute
 	}
-	if o.DefaultLease <= 0 {
-		o.DefaultLease = 5 * time.Minute
+	if o.Lease <= 0 {
+		o.Lease = DefaultLease
 	}
 }
 
@@ -112,7 +121,8 @@ func (o *FsckOptions) defaults() {
 //     leaves .running; a second final document goes to corrupt/;
 //   - a lease whose worker is dead (same host: the pid is gone or reused
 //     and no process holds the spec's lock; any host: the heartbeat is
-//     older than lease_s): queued again while attempts remain, else
+//     older than lease_s, believed up to Lease): its end finished if it
+//     records one, else queued again while attempts remain, else
 //     ended failed "worker W died", the rule spoold follows;
 //   - a temporary (a dot name) older than TempAge: removed;
 //   - a document that does not parse: moved to corrupt/ with a .why; a
@@ -344,9 +354,9 @@ func (s *Spool) fsckLease(job string, opt FsckOptions, add func(Finding, func() 
 	why := ""
 	known, alive := l.Alive(opt.Host, opt.Boot)
 	beat := opt.Now.Sub(fi.ModTime())
-	ls := l.Duration()
-	if ls <= 0 {
-		ls = opt.DefaultLease
+	ls := opt.Lease
+	if l.LeaseS > 0 && l.LeaseS < opt.Lease.Seconds() {
+		ls = l.Duration()
 	}
 	switch {
 	case known && !alive:
