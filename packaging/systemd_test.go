@@ -50,6 +50,7 @@ func TestSystemd(t *testing.T) {
 	}{
 		{"Install", systemdInstall},
 		{"StartReady", systemdStartReady},
+		{"JobCgroup", systemdJobCgroup},
 		{"Watchdog", systemdWatchdog},
 		{"KillRecovers", systemdKillRecovers},
 		{"StopGrace", systemdStopGrace},
@@ -154,6 +155,27 @@ func systemdStartReady(t *testing.T, c *container) {
 	if modes := c.must(t, "stat", "-c", "%a %U %G", "/var/spool/vm/watchd/token", "/var/spool/vm/watchd/serve.sock"); strings.TrimSpace(modes) != "640 vmspool vmspool\n660 vmspool vmspool" {
 		t.Errorf("watchd's token and socket: %q; want 640 and 660, vmspool vmspool", modes)
 	}
+}
+
+// systemdJobCgroup: under the packaged unit, spoold makes each job a
+// cgroup of its own in the unit's delegated subtree (not the fallback of
+// process groups), and removes it when the job ends.
+func systemdJobCgroup(t *testing.T, c *container) {
+	if j := c.must(t, "journalctl", "--no-pager", "-u", "spoold"); strings.Contains(j, "no cgroup for jobs") {
+		t.Fatalf("spoold under the unit runs jobs without a cgroup:\n%s", tail([]byte(j), 20))
+	}
+	job := strings.TrimSpace(c.asVmspool(t, "spool", "submit", "--chat", "cgroup", "--", "cat", "/proc/self/cgroup"))
+	waitResult(t, c, job, "done", 30*time.Second)
+	log, _ := os.ReadFile(c.host("/var/spool/vm/" + job + ".log"))
+	want := "/system.slice/spoold.service/vmspool-"
+	if !strings.Contains(string(log), want) || !strings.HasSuffix(strings.TrimSpace(string(log)), "-"+job) {
+		t.Fatalf("the job's cgroup: %q; want one of its own under %s...-%s", log, want, job)
+	}
+	cg := "/sys/fs/cgroup" + strings.TrimPrefix(strings.TrimSpace(string(log)), "0::")
+	waitFor(t, 10*time.Second, "the ended job's cgroup removed", func() bool {
+		_, err := c.run("test", "-e", cg)
+		return err != nil
+	})
 }
 
 // systemdWatchdog: spoold's pings keep it running past its watchdog

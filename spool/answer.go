@@ -43,7 +43,7 @@ func (s *Spool) WriteAnswer(chat string, a *Answer) error {
 		return chatError(chat, "answer", s.plain(ChatsDir+"/"+chat, true, err))
 	}
 	defer dir.Close()
-	if err := writeFile(dir, AnswerFile, append(b, '\n'), true); err != nil {
+	if err := writeFile(dir, AnswerFile, append(b, '\n')); err != nil {
 		return fmt.Errorf("chat %s: answer: %w", chat, err)
 	}
 	return nil

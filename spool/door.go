@@ -178,7 +178,7 @@ func (d *Dir) Read(name string, max int64) ([]byte, error) {
 }
 
 // Write replaces name atomically and durably with data (mode FileMode).
-func (d *Dir) Write(name string, data []byte) error { return writeFile(d.root, name, data, true) }
+func (d *Dir) Write(name string, data []byte) error { return writeFile(d.root, name, data) }
 
 // Create opens name for writing, truncated (made if missing), never
 // through a link, for a log a process writes into. A file with another
@@ -219,5 +219,5 @@ func (d *Dir) MoveTo(name string, to *Dir, newname string) error {
 // synced: for files a power cut may take back (a metrics textfile), never
 // for a document a promise rests on.
 func (d *Dir) WriteAdvisory(name string, data []byte) error {
-	return writeFile(d.root, name, data, false)
+	return writeAdvisory(int(d.f.Fd()), name, data)
 }

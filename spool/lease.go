@@ -135,7 +135,10 @@ func (s *Spool) writeLeaseSync(l *Lease, durable bool) error {
 	if err != nil {
 		return err
 	}
-	return writeFile(s.root, l.Job+ExtRunning, append(b, '\n'), durable)
+	if !durable {
+		return writeAdvisory(s.dirfd(), l.Job+ExtRunning, append(b, '\n'))
+	}
+	return writeFile(s.root, l.Job+ExtRunning, append(b, '\n'))
 }
 
 // UpdateLease rewrites the lease (to record the job's process group, say),
@@ -226,7 +229,7 @@ func (s *Spool) Unclaim(l *Lease) (bool, error) {
 	if err != nil || !cur.Same(l) {
 		return false, err
 	}
-	if err := writeFile(s.root, l.Job+ExtRunning, l.marker, true); err != nil {
+	if err := writeFile(s.root, l.Job+ExtRunning, l.marker); err != nil {
 		return false, fmt.Errorf("job %s: unclaim: %w", l.Job, err)
 	}
 	if !l.markerTime.IsZero() {

@@ -26,9 +26,13 @@ import (
 // Directories are opened by openDir, with O_DIRECTORY, which refuses a
 // FIFO before it is opened.
 //
-// The one open not made here is renameio's temporary in writeSynced: an
-// O_CREAT|O_EXCL of a fresh random name through the os.Root, which can be
-// nothing but a new plain file (O_EXCL never follows a link). TestOneOpen
+// The opens not made here are the atomic write's (internal/atomicfile,
+// called by writeFile and writeAt): its temporaries, an
+// O_CREAT|O_EXCL|O_NOFOLLOW of a fresh random name through the
+// directory's handle (renameio's, through the os.Root, for a durable
+// replace), which can be nothing but a new plain file (O_EXCL never
+// follows a link), and the directory it syncs after a rename (syncDir
+// too), opened O_DIRECTORY|O_NOFOLLOW through the os.Root. TestOneOpen
 // keeps every other open of this package in these three functions.
 const openFlags = syscall.O_NOFOLLOW | syscall.O_NONBLOCK | syscall.O_CLOEXEC
 
@@ -36,8 +40,8 @@ const openFlags = syscall.O_NOFOLLOW | syscall.O_NONBLOCK | syscall.O_CLOEXEC
 // directory's owner (settle).
 var euid = os.Geteuid()
 
-// openRegular opens name for flag (os.O_RDONLY, O_WRONLY|O_CREATE|O_EXCL
-// for a temporary, O_RDWR|O_APPEND|O_CREATE for a log...) and makes sure
+// openRegular opens name for flag (os.O_RDONLY, O_RDWR|O_APPEND|O_CREATE
+// for a log, O_WRONLY|O_CREATE for a claim mark...) and makes sure
 // it is a plain file under that very name. A file opened with O_CREATE is
 // settled: the tree's mode, and its directory's owner when root made it.
 // It costs two system calls; `spool ls` makes one such open per job.
@@ -64,30 +68,26 @@ func openRegular(dir *os.Root, name string, flag int) (*os.File, fs.FileInfo, er
 		return nil, fi, fmt.Errorf("%s: %w (%s)", name, ErrNotRegular, kind(fi))
 	}
 	if flag&os.O_CREATE != 0 {
-		settle(f, fi, flag&os.O_EXCL != 0, func() (fs.FileInfo, error) { return dir.Lstat(path.Dir(name)) })
+		settle(f, fi, func() (fs.FileInfo, error) { return dir.Lstat(path.Dir(name)) })
 	}
 	return f, fi, nil
 }
 
 // openRegularAt is openRegular for one name (no "/") of the directory open
-// as dirfd, by plain system calls. It returns the descriptor and what
-// fstat said of it; a file it created with O_CREAT|O_EXCL is new, so it
-// is neither stat'd (st is zero) nor settled: the caller settles it
-// (writeTempAt).
+// as dirfd, by plain system calls, to read (List, and the batch's syncs
+// where syncfs is refused). It returns the descriptor and what fstat said
+// of it.
 func openRegularAt(dirfd int, name string, flag int) (int, unix.Stat_t, error) {
 	var st unix.Stat_t
-	fd, err := unix.Openat(dirfd, name, flag|openFlags, uint32(FileMode))
+	fd, err := unix.Openat(dirfd, name, flag|openFlags, 0)
 	if err != nil {
-		if err == unix.ENOENT || err == unix.EEXIST {
+		if err == unix.ENOENT {
 			return -1, st, err
 		}
 		if unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT != unix.S_IFREG {
 			return -1, st, fmt.Errorf("%s: %w (%s)", name, ErrNotRegular, kindOfMode(st.Mode))
 		}
 		return -1, st, err
-	}
-	if flag&(unix.O_CREAT|unix.O_EXCL) == unix.O_CREAT|unix.O_EXCL {
-		return fd, st, nil
 	}
 	if err := unix.Fstat(fd, &st); err != nil {
 		unix.Close(fd)
@@ -111,13 +111,14 @@ func openDir(dir *os.Root, name string) (*os.File, error) {
 // owner and group of the directory it is in: root using `spool submit`,
 // `spool answer` or the Python client on a spool that belongs to the
 // service user writes documents that user's daemons can read
-// (docs/operations.md, "Who owns what"). Only a file this open created
-// (made, O_EXCL), or one this process owns with one link, is touched: a
-// hard link may name a file outside the tree, and another user's file is
-// never given away.
-func settle(f *os.File, fi fs.FileInfo, made bool, parent func() (fs.FileInfo, error)) {
+// (docs/operations.md, "Who owns what"). Only a file this process owns
+// with one link is touched: a hard link may name a file outside the tree,
+// and another user's file is never given away. (The atomic writes'
+// temporaries are new files, given their mode and owner by
+// internal/atomicfile: treeOpts.)
+func settle(f *os.File, fi fs.FileInfo, parent func() (fs.FileInfo, error)) {
 	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok || !made && (st.Nlink != 1 || int(st.Uid) != euid) {
+	if !ok || st.Nlink != 1 || int(st.Uid) != euid {
 		return
 	}
 	if fi.Mode().Perm() != FileMode {
@@ -150,10 +151,33 @@ func dirOwner(dirfd int) owner {
 		return owner{}
 	}
 	var st unix.Stat_t
-	if unix.Fstat(dirfd, &st) != nil || st.Uid == 0 && st.Gid == 0 {
+	if unix.Fstat(dirfd, &st) != nil {
 		return owner{}
 	}
-	return owner{uid: int(st.Uid), gid: int(st.Gid), set: true}
+	return ownerOf(st.Uid, st.Gid)
+}
+
+// rootOwner is dirOwner for a directory held as an os.Root.
+func rootOwner(dir *os.Root) owner {
+	if euid != 0 {
+		return owner{}
+	}
+	fi, err := dir.Lstat(".")
+	if err != nil {
+		return owner{}
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return owner{}
+	}
+	return ownerOf(st.Uid, st.Gid)
+}
+
+func ownerOf(uid, gid uint32) owner {
+	if uid == 0 && gid == 0 {
+		return owner{}
+	}
+	return owner{uid: int(uid), gid: int(gid), set: true}
 }
 
 func kind(fi fs.FileInfo) string {

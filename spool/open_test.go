@@ -21,18 +21,21 @@ import (
 // listed by the function that makes them.
 func TestOneOpen(t *testing.T) {
 	opens := map[string]bool{"Open": true, "OpenFile": true, "OpenRoot": true, "OpenInRoot": true,
-		"Openat": true, "Openat2": true, "ReadFile": true, "WriteFile": true, "Create": true, "CreateTemp": true}
+		"Openat": true, "Openat2": true, "ReadFile": true, "WriteFile": true, "Create": true, "CreateTemp": true,
+		"NewPendingFile": true, "CreateFile": true}
 	allowed := map[string]string{
 		"openRegular":   "the one protected open",
 		"openRegularAt": "the one protected open, by descriptor",
 		"openDir":       "the protected open of a directory",
+		"writeFile":     "the atomic write through an os.Root (internal/atomicfile, renameio's): a new temporary, O_CREAT|O_EXCL",
+		"writeSynced":   "writeFile without the directory's sync",
+		"writeAt":       "the atomic write by descriptor (internal/atomicfile): a new temporary, O_CREAT|O_EXCL|O_NOFOLLOW",
 		"Open":          "os.OpenRoot of the spool's own path, given by the operator",
 		"subRoot":       "a directory of the tree as an os.Root, lstat'd first",
 		"OpenDir":       "a directory of the tree as an os.Root, checked the same as the handle opened",
 		"urandom":       "/dev/urandom",
 		"ProcessStart":  "/proc/PID/stat",
 		"BootID":        "/proc/sys/kernel/random/boot_id",
-		"umaskKeeps":    "/proc/self/status",
 		"Filesystem":    "/proc/self/mountinfo",
 		"checkAbove":    "O_PATH handles of the directories above the spool, which open nothing to read or write",
 	}

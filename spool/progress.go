@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
 	"unicode/utf8"
 )
 
@@ -117,7 +116,7 @@ func (s *Spool) WriteProgressN(p *Progress) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	err = s.inProgressDir(func(dir *os.Root) error { return writeFile(dir, p.Chat, b, false) })
+	err = s.inProgressDir(func(dirfd int) error { return writeAdvisory(dirfd, p.Chat, b) })
 	if err != nil {
 		return 0, fmt.Errorf("chat %s: progress: %w", p.Chat, err)
 	}

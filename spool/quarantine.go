@@ -39,7 +39,7 @@ func (s *Spool) Quarantine(name, why string) (string, error) {
 		return dst, err
 	}
 	defer dir.Close()
-	if err := writeFile(dir, dst+".why", []byte(why+"\n"), true); err != nil {
+	if err := writeFile(dir, dst+".why", []byte(why+"\n")); err != nil {
 		return dst, fmt.Errorf("quarantine %s: writing reason: %w", s.Path(name), err)
 	}
 	return dst, syncDir(s.root)
@@ -51,7 +51,7 @@ func (s *Spool) RequestCancel(job, why string) error {
 	if err := CheckJobID(job); err != nil {
 		return err
 	}
-	if err := writeFile(s.root, job+ExtCancel, []byte(why+"\n"), true); err != nil {
+	if err := writeFile(s.root, job+ExtCancel, []byte(why+"\n")); err != nil {
 		return fmt.Errorf("job %s: cancel: %w", job, err)
 	}
 	return nil

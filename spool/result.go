@@ -48,7 +48,7 @@ func (s *Spool) writeResult(r *Result) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFile(s.root, r.Job+r.State.Ext(), append(b, '\n'), true); err != nil {
+	if err := writeFile(s.root, r.Job+r.State.Ext(), append(b, '\n')); err != nil {
 		return fmt.Errorf("job %s: writing result: %w", r.Job, err)
 	}
 	return nil

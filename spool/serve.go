@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"strings"
 	"syscall"
-	"time"
+
+	"github.com/vmspool/vmspool/internal/atomicfile"
 )
 
 // watchd/ holds what `watchd serve` shares with the people who may read
@@ -139,69 +141,66 @@ func (s *Spool) ReadServeToken() (string, fs.FileInfo, error) {
 
 // ServeToken returns the token of watchd serve's TCP listener, making
 // watchd/token with a new random one (32 bytes from the kernel, in hex)
-// if there is none. The file is made with O_EXCL, so two daemons starting
-// at once agree on one token; it is given the root's group and
-// ServeAccess's mode before the token is written into it. An existing
-// file is refused if others may read it, or anyone but its owner may
-// write it, or its owner is neither euid nor root: a token is only as
-// secret as its file.
+// if there is none. The token is written into a temporary given the
+// root's group and ServeAccess's mode, fsync'd, then taken (never over
+// another's: two daemons starting at once agree on one token), so a
+// reader finds the whole token or no file, never an empty one. An
+// existing file is refused if others may read it, or anyone but its
+// owner may write it, or its owner is neither euid nor root: a token is
+// only as secret as its file.
 func (s *Spool) ServeToken(euid int) (tok string, created bool, err error) {
 	dir, a, err := s.OpenServeDir()
 	if err != nil {
 		return "", false, err
 	}
-	dir.Close()
+	defer dir.Close()
 	for try := 0; ; try++ {
 		tok, fi, err := s.ReadServeToken()
 		if err == nil {
 			return tok, false, checkTokenFile(s.Path(ServeToken), fi, euid, a.Uid)
 		}
-		switch {
-		case errors.Is(err, ErrBadToken) && fi != nil && fi.Size() == 0 && try < 50:
-			// Another daemon made it a moment ago and writes it now.
-			time.Sleep(10 * time.Millisecond)
-			continue
-		case !errors.Is(err, fs.ErrNotExist):
+		if !errors.Is(err, fs.ErrNotExist) {
 			return "", false, err
 		}
-		tok, err = s.makeServeToken(a)
+		tok, err = s.makeServeToken(int(dir.Fd()), a)
 		if errors.Is(err, fs.ErrExist) && try < 50 {
-			continue
+			continue // another daemon's, taken a moment ago: read it
 		}
 		return tok, err == nil, err
 	}
 }
 
-func (s *Spool) makeServeToken(a ServeAccess) (string, error) {
+// makeServeToken takes watchd/token (in the directory dirfd) with a new
+// token, or fails wrapping fs.ErrExist if another stands there.
+func (s *Spool) makeServeToken(dirfd int, a ServeAccess) (string, error) {
 	var rnd [32]byte
 	if _, err := (kernelRandom{}).Read(rnd[:]); err != nil {
 		return "", err
 	}
 	tok := hex.EncodeToString(rnd[:])
-	f, _, err := openRegular(s.root, ServeToken, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
+	data := []byte(tok + "\n")
+	name := path.Base(ServeToken)
+	// Root's token takes watchd/'s owner, as root's files do (dirOwner),
+	// and the root's group when it lets its group in.
+	uid, gid := -1, -1
+	if own := dirOwner(dirfd); own.set {
+		uid, gid = own.uid, own.gid
+	}
+	if a.Group && a.Gid >= 0 {
+		gid = a.Gid
+	}
+	opts := []atomicfile.Option{atomicfile.InDir(dirfd), atomicfile.WithMode(a.FileMode())}
+	if uid >= 0 || gid >= 0 {
+		opts = append(opts, atomicfile.WithOwner(uid, gid))
+	}
+	err := writeAt(name, data, &s.taking, opts)
+	if err != nil && !errors.Is(err, fs.ErrExist) && len(opts) > 2 {
+		// The chown may be what failed (a sandbox may deny it
+		// altogether: systemd's @privileged; it is asked only where the
+		// group differs): then the token is its owner's alone.
+		err = writeAt(name, data, &s.taking, []atomicfile.Option{atomicfile.InDir(dirfd), atomicfile.WithMode(0o600)})
+	}
 	if err != nil {
-		return "", fmt.Errorf("spool %s: %w", s.Path(ServeToken), err)
-	}
-	mode := a.FileMode()
-	if fi, err := f.Stat(); a.Group && a.Gid >= 0 && (err != nil || fi.Sys().(*syscall.Stat_t).Gid != uint32(a.Gid)) {
-		// Only when it differs: a sandbox may deny chown altogether
-		// (systemd's @privileged).
-		if f.Chown(-1, a.Gid) != nil {
-			mode = 0o600 // not the spool's group: keep it to the owner
-		}
-	}
-	err = f.Chmod(mode)
-	if err == nil {
-		_, err = f.WriteString(tok + "\n")
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		s.root.Remove(ServeToken)
 		return "", fmt.Errorf("spool %s: %w", s.Path(ServeToken), err)
 	}
 	return tok, nil

@@ -2,8 +2,10 @@ package spool
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -72,6 +74,57 @@ func TestCheckToken(t *testing.T) {
 	} {
 		if got := CheckToken(tok) == nil; got != ok {
 			t.Errorf("CheckToken(%q): %v; want %v", tok, got, ok)
+		}
+	}
+}
+
+// Daemons starting at once agree on one token, and a reader (watchd
+// follow, the page's client) never finds the file empty or half-written:
+// the token arrives whole, by a take, or not at all.
+func TestServeTokenArrivesWhole(t *testing.T) {
+	s := testSpool(t)
+	for round := 0; round < 200; round++ {
+		os.Remove(s.Path(ServeToken))
+		var wg sync.WaitGroup
+		toks := make([]string, 3)
+		errs := make([]error, 3)
+		created := make([]bool, 3)
+		for i := range toks {
+			o, err := Open(s.Dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer o.Close()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				toks[i], created[i], errs[i] = o.ServeToken(os.Geteuid())
+			}()
+		}
+		for {
+			tok, _, err := s.ReadServeToken()
+			if err == nil {
+				if CheckToken(tok) != nil {
+					t.Fatalf("round %d: read %q", round, tok)
+				}
+				break
+			}
+			if !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("round %d: a reader found the token file but no token: %v", round, err)
+			}
+		}
+		wg.Wait()
+		made := 0
+		for i := range toks {
+			if errs[i] != nil || toks[i] != toks[0] {
+				t.Fatalf("round %d: daemon %d: %q, %v; want %q", round, i, toks[i], errs[i], toks[0])
+			}
+			if created[i] {
+				made++
+			}
+		}
+		if made != 1 {
+			t.Fatalf("round %d: %d daemons say they made the token", round, made)
 		}
 	}
 }

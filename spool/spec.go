@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"time"
 
+	"github.com/vmspool/vmspool/internal/atomicfile"
 	"golang.org/x/sys/unix"
 )
 
@@ -173,12 +174,7 @@ func (s *Spool) Submit(sp *Spec) (string, error) {
 	// power-loss sweep, docs/reliability.md, checks it), so a marker is
 	// never durable without its spec. The marker is empty: it has no
 	// data to sync.
-	tmp, err := writeTempAt(dfd, id+ExtSpec, append(b, '\n'), true, false, own)
-	if err != nil {
-		return "", fmt.Errorf("job %s: writing spec: %w", id, err)
-	}
-	if err := s.take(dfd, tmp, id+ExtSpec); err != nil {
-		unix.Unlinkat(dfd, tmp, 0)
+	if err := s.takeSpec(id, append(b, '\n'), treeOpts(own, atomicfile.InDir(dfd))); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return "", fmt.Errorf("job %s: already exists (%s)", id, s.Path(id+ExtSpec))
 		}
@@ -190,7 +186,7 @@ func (s *Spool) Submit(sp *Spec) (string, error) {
 	}
 	// Renamed in from an empty temporary like every document (invariant
 	// 1), not synced: the directory's sync below makes it durable.
-	if err := writeAt(dfd, id+ExtReady, nil, false, own); err != nil {
+	if err := writeAt(id+ExtReady, nil, nil, treeOpts(own, atomicfile.InDir(dfd), atomicfile.NoSync())); err != nil {
 		unix.Unlinkat(dfd, id+ExtSpec, 0)
 		return "", fmt.Errorf("job %s: writing marker: %w", id, err)
 	}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/vmspool/vmspool/internal/atomicfile"
 )
 
 // Two submitters of one id, each with a Spool of its own (two processes),
@@ -18,8 +20,8 @@ import (
 func TestSubmitTakesOnce(t *testing.T) {
 	for _, how := range []struct {
 		name string
-		mode int32
-	}{{"renameat2", takeRename2}, {"link", takeLink}} {
+		way  atomicfile.Way
+	}{{"renameat2", atomicfile.RenameNoReplace}, {"link", atomicfile.Link}} {
 		t.Run(how.name, func(t *testing.T) {
 			dir := testSpool(t).Dir
 			for round := 0; round < 50; round++ {
@@ -32,7 +34,7 @@ func TestSubmitTakesOnce(t *testing.T) {
 						t.Fatal(err)
 					}
 					defer s.Close()
-					s.takeHow.Store(how.mode)
+					s.taking.Set(how.way)
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
@@ -72,30 +74,29 @@ func TestSubmitTakesOnce(t *testing.T) {
 	}
 }
 
-// Where neither renameat2's flag nor link(2) works, take falls back to a
+// Where neither renameat2's flag nor link(2) works, a spec is taken by a
 // check and a rename: what is there is still never replaced when seen.
 func TestTakeFallback(t *testing.T) {
 	s := testSpool(t)
 	if _, err := s.Submit(&Spec{ID: "x", Chat: "c", Argv: []string{"true"}}); err != nil {
 		t.Fatal(err)
 	}
-	for _, mode := range []int32{takeRename2, takeLink, takeCheck} {
-		s.takeHow.Store(mode)
-		tmp, err := writeTempAt(s.dirfd(), "x.json", []byte("{}"), false, false, owner{})
-		if err != nil {
-			t.Fatal(err)
+	for _, way := range []atomicfile.Way{atomicfile.RenameNoReplace, atomicfile.Link, atomicfile.CheckThenRename} {
+		s.taking.Set(way)
+		opts := treeOpts(owner{}, atomicfile.InDir(s.dirfd()))
+		if err := s.takeSpec("x", []byte("{}"), opts); !errors.Is(err, fs.ErrExist) {
+			t.Errorf("way %d: take over an existing spec: %v", way, err)
 		}
-		if err := s.take(s.dirfd(), tmp, "x.json"); !errors.Is(err, fs.ErrExist) {
-			t.Errorf("mode %d: take over an existing spec: %v", mode, err)
-		}
-		if err := s.take(s.dirfd(), tmp, "y.json"); err != nil || s.takeStrategy() != mode {
-			t.Errorf("mode %d: take of a free name: %v (mode now %d)", mode, err, s.takeStrategy())
+		if err := s.takeSpec("y", []byte("{}"), opts); err != nil || s.taking.Way() != way {
+			t.Errorf("way %d: take of a free name: %v (way now %d)", way, err, s.taking.Way())
 		}
 		os.Remove(s.Path("y.json"))
-		os.Remove(s.Path(tmp))
 	}
 	if sp, err := s.ReadSpec("x"); err != nil || sp.Argv[0] != "true" {
 		t.Errorf("the first spec: %v %v", sp, err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(s.Dir, ".*")); len(left) > 0 {
+		t.Errorf("temporaries left: %v", left)
 	}
 }
 
@@ -131,8 +132,11 @@ func TestRootWritesTakeTheOwner(t *testing.T) {
 	if _, err := s.AppendEvent(id, Event{Text: "hi"}); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.WriteProgress(&Progress{Job: id, Chat: "c", State: Running}); err != nil {
+		t.Fatal(err)
+	}
 	for _, name := range []string{id + ExtSpec, id + ExtReady, ids[0] + ExtSpec, ids[0] + ExtReady,
-		ChatDir("c"), ChatDir("c") + "/" + AnswerFile, id + ExtCancel, id + ExtEvents} {
+		ChatDir("c"), ChatDir("c") + "/" + AnswerFile, id + ExtCancel, id + ExtEvents, ProgressDir + "/c"} {
 		fi, err := os.Lstat(s.Path(name))
 		if err != nil {
 			t.Fatal(err)

@@ -5,17 +5,14 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"math/rand/v2"
 	"os"
 	"path"
 	"path/filepath"
-	"strconv"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/google/renameio/v2"
+	"github.com/vmspool/vmspool/internal/atomicfile"
 )
 
 // Modes of the tree. They are set explicitly, whatever the umask, so that
@@ -65,8 +62,9 @@ type Spool struct {
 	// descriptor is what take, the submits' renames and syncs, and
 	// CheckRootSafe work on.
 	dir *os.File
-	// takeHow is how take works on this filesystem (take.go).
-	takeHow atomic.Int32
+	// taking is how a name is taken without replacing what stands there
+	// on this filesystem (a spec's id, take.go).
+	taking atomicfile.NoReplace
 
 	// progress/ stays open between flushes (a flush is the hot path):
 	// prog is that directory, progID what an fstat of it said. Every use
@@ -74,7 +72,7 @@ type Spool struct {
 	// symlink) stands there now. pmu is held for reading while prog is
 	// used, and for writing while it is replaced or closed.
 	pmu    sync.RWMutex
-	prog   *os.Root
+	prog   *os.File
 	progID fs.FileInfo
 
 	// owners are the uids whose specs and markers are trusted (TrustOwners);
@@ -202,17 +200,17 @@ func (s *Spool) subRoot(dir string, create bool) (*os.Root, error) {
 	return s.root.OpenRoot(dir)
 }
 
-// inProgressDir calls fn with progress/ (created if missing), refusing a
-// symlink in its place. The directory is kept open between calls and costs
-// one lstat when nothing changed: it is reopened when progress/ is another
-// inode than the one held (replaced, or a symlink planted), and after fn
-// fails with it.
-func (s *Spool) inProgressDir(fn func(*os.Root) error) error {
+// inProgressDir calls fn with the descriptor of progress/ (created if
+// missing), refusing a symlink in its place. The directory is kept open
+// between calls and costs one lstat when nothing changed: it is reopened
+// when progress/ is another inode than the one held (replaced, or a
+// symlink planted), and after fn fails with it.
+func (s *Spool) inProgressDir(fn func(dirfd int) error) error {
 	fi, err := s.root.Lstat(ProgressDir)
 	if err == nil {
 		s.pmu.RLock()
 		if s.prog != nil && os.SameFile(fi, s.progID) {
-			err = fn(s.prog)
+			err = fn(int(s.prog.Fd()))
 			held := s.prog
 			s.pmu.RUnlock()
 			if err != nil {
@@ -222,16 +220,20 @@ func (s *Spool) inProgressDir(fn func(*os.Root) error) error {
 		}
 		s.pmu.RUnlock()
 	}
-	dir, err := s.subRoot(ProgressDir, true)
-	if err != nil {
+	if err := s.mkdir(ProgressDir); err != nil {
 		return err
 	}
-	id, err := dir.Stat(".")
+	// O_DIRECTORY|O_NOFOLLOW: a symlink planted at progress/ is refused.
+	dir, err := openDir(s.root, ProgressDir)
+	if err != nil {
+		return fmt.Errorf("%s: %w (want a directory)", s.Path(ProgressDir), err)
+	}
+	id, err := dir.Stat()
 	if err != nil {
 		dir.Close()
 		return err
 	}
-	if err := fn(dir); err != nil {
+	if err := fn(int(dir.Fd())); err != nil {
 		dir.Close()
 		return err
 	}
@@ -249,7 +251,7 @@ func (s *Spool) inProgressDir(fn func(*os.Root) error) error {
 
 // dropProgressDir forgets the held progress/ if it is still held, so that
 // the next call opens it afresh.
-func (s *Spool) dropProgressDir(held *os.Root) {
+func (s *Spool) dropProgressDir(held *os.File) {
 	s.pmu.Lock()
 	if s.prog == held {
 		s.prog.Close()
@@ -258,77 +260,58 @@ func (s *Spool) dropProgressDir(held *os.Root) {
 	s.pmu.Unlock()
 }
 
-// writeFile replaces name in dir atomically: a reader sees the old content
-// or the new, never a part. With durable, the file and then the directory
-// are fsync'd, so the new content survives a power loss.
-func writeFile(dir *os.Root, name string, data []byte, durable bool) error {
-	if durable {
-		if err := writeSynced(dir, name, data); err != nil {
-			return err
-		}
-		return syncDir(dir)
-	}
-	// Advisory documents (progress) skip the fsync: losing the newest one
-	// in a power cut is harmless, and flushing them is the hot path.
-	for try := 0; ; try++ {
-		tmp := tempName(name)
-		f, _, err := openRegular(dir, tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
-		if errors.Is(err, fs.ErrExist) && try < 100 {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		_, err = f.Write(data)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			err = dir.Rename(tmp, name)
-		}
-		if err != nil {
-			dir.Remove(tmp)
-		}
-		return err
-	}
+// writeFile replaces name in dir atomically and durably: a reader sees the
+// old content or the new, never a part, and the new content and its name
+// survive a power loss (the file, then the directory, fsync'd). It is
+// renameio's write, through the os.Root (internal/atomicfile), with the
+// tree's mode and, when root writes, the directory's owner.
+func writeFile(dir *os.Root, name string, data []byte) error {
+	return atomicfile.WriteFile(name, data, treeOpts(rootOwner(dir), atomicfile.WithRoot(dir), atomicfile.SyncDir())...)
 }
 
-// tempName is a fresh temporary's name for name: hidden (a leading dot,
-// which no id has) and random, so that two writers never share one.
-func tempName(name string) string {
-	return "." + name + strconv.FormatUint(rand.Uint64(), 10)
-}
-
-// writeSynced replaces name in dir atomically with data fsync'd, but not
-// the directory: the rename is durable once the caller syncs it.
+// writeSynced is writeFile without the directory's fsync: the new content
+// is durable, and its name as durable as the directory's next sync makes
+// it. For a rewrite where either version a power cut leaves is a valid
+// one, as long as it reads whole (a lease's ending, spool.End).
 func writeSynced(dir *os.Root, name string, data []byte) error {
-	pf, err := renameio.NewPendingFile(name, renameio.WithRoot(dir), renameio.WithStaticPermissions(FileMode))
-	if err != nil {
-		return err
-	}
-	defer pf.Cleanup()
-	if fi, err := pf.Stat(); err == nil {
-		settle(pf.File, fi, true, func() (fs.FileInfo, error) { return dir.Lstat(path.Dir(name)) })
-	}
-	if _, err := pf.Write(data); err != nil {
-		return err
-	}
-	return pf.CloseAtomicallyReplace()
+	return atomicfile.WriteFile(name, data, treeOpts(rootOwner(dir), atomicfile.WithRoot(dir))...)
 }
 
-// syncDir fsyncs a directory, so that a rename into it is durable.
-// renameio syncs the file only.
-func syncDir(dir *os.Root) error {
-	d, err := openDir(dir, ".")
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
+// writeAdvisory replaces name in the directory dirfd atomically, without
+// an fsync: for documents a power cut may take back (progress, whose
+// flushes are the hot path; a metrics textfile; a lease's rewrite whose
+// claim is durable already).
+func writeAdvisory(dirfd int, name string, data []byte) error {
+	return writeAt(name, data, nil, treeOpts(dirOwner(dirfd), atomicfile.InDir(dirfd), atomicfile.NoSync()))
 }
+
+// writeAt writes data to name atomically, by system calls on the
+// descriptor opts name (treeOpts with atomicfile.InDir): over what stands
+// at name, or, with nr, only if nothing does (an error wrapping
+// fs.ErrExist then, and nothing left behind). The file is fsync'd unless
+// opts say NoSync; the directory is the caller's to sync.
+func writeAt(name string, data []byte, nr *atomicfile.NoReplace, opts []atomicfile.Option) error {
+	if nr != nil {
+		return atomicfile.CreateFile(name, data, nr, opts...)
+	}
+	return atomicfile.WriteFile(name, data, opts...)
+}
+
+// treeOpts are the options of every write of the tree: the tree's mode,
+// the owner root's files take (own: dirOwner, rootOwner), then more
+// (where: WithRoot or InDir; the syncs). A batch builds them once.
+func treeOpts(own owner, more ...atomicfile.Option) []atomicfile.Option {
+	opts := make([]atomicfile.Option, 0, 2+len(more))
+	opts = append(opts, atomicfile.WithMode(FileMode))
+	if own.set {
+		opts = append(opts, atomicfile.WithOwner(own.uid, own.gid))
+	}
+	return append(opts, more...)
+}
+
+// syncDir fsyncs a directory, so that a rename into it is durable: the
+// atomic write's own directory sync (O_DIRECTORY|O_NOFOLLOW).
+func syncDir(dir *os.Root) error { return atomicfile.SyncRoot(dir) }
 
 // readFile reads a whole document, refusing anything but a plain file and
 // anything larger than max.

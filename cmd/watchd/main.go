@@ -5,8 +5,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -20,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"github.com/vmspool/vmspool/internal/atomicfile"
 	"github.com/vmspool/vmspool/internal/cli"
 	"github.com/vmspool/vmspool/internal/ops"
 	"github.com/vmspool/vmspool/spool"
@@ -491,26 +490,11 @@ func parseServe(args []string, stdout io.Writer) (serveFlags, error) {
 }
 
 // writeAddr writes the address atomically, so a script polling for the
-// file never reads half of it. The temporary is new (O_EXCL, under a random
-// name) and never a link (O_NOFOLLOW): a link planted beside path cannot
-// turn the write onto another file, whoever runs watchd.
+// file never reads half of it: the one atomic write (internal/atomicfile)
+// in path's directory, whose temporary is new (O_EXCL, under a random
+// name) and never a link (O_NOFOLLOW), so a link planted beside path
+// cannot turn the write onto another file, whoever runs watchd. Mode
+// 0644 whatever the umask; not fsync'd (it is rewritten at each start).
 func writeAddr(path, addr string) error {
-	var rnd [8]byte
-	rand.Read(rnd[:])
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+"."+hex.EncodeToString(rnd[:]))
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteString(addr + "\n")
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-	}
-	return err
+	return atomicfile.WriteFile(path, []byte(addr+"\n"), atomicfile.WithMode(0o644), atomicfile.NoSync())
 }
