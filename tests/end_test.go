@@ -89,22 +89,12 @@ func checkEnded(t *testing.T, c endCase) {
 	}
 }
 
-// endClaimDead claims a job as a worker of this host whose process is
-// gone, as a run that was killed leaves it: a start event, a running
-// document.
+// endClaimDead submits a job and claims it as a worker of this host
+// whose process is gone, as a run that was killed leaves it.
 func endClaimDead(t *testing.T, s *spool.Spool, dir, chat, worker string) (string, *spool.Lease) {
 	t.Helper()
 	job := spooldSubmit(t, dir, "--chat", chat, "--", "true")
-	host, _ := os.Hostname()
-	l, _, err := s.Claim(job, spool.Lease{Worker: worker, Host: host, PID: deadPID, Boot: spool.BootID(), Chat: chat, LeaseS: 30})
-	if err != nil || l == nil {
-		t.Fatal(l, err)
-	}
-	s.AppendEvent(job, spool.Event{Type: spool.EventStart, Text: "attempt 1 started by " + worker, Worker: worker, Attempt: l.Attempt})
-	if err := s.WriteProgress(&spool.Progress{Job: job, Chat: chat, State: spool.Running, Started: l.Claimed, Attempt: l.Attempt}); err != nil {
-		t.Fatal(err)
-	}
-	return job, l
+	return job, endClaim(t, s, job, chat, worker, deadPID)
 }
 
 // endCrashed begins the end of a dead worker's job and stops it after the
@@ -369,16 +359,16 @@ func hasInotifyWatch(pid int) bool {
 	return false
 }
 
-// endRun claims job in this process and begins its run as spoold would: a
-// start event and the first document.
-func endRun(t *testing.T, s *spool.Spool, job, chat string) *spool.Lease {
+// endClaim claims job as worker, process pid of this host, and begins
+// its run as spoold would: a start event and the first document.
+func endClaim(t *testing.T, s *spool.Spool, job, chat, worker string, pid int) *spool.Lease {
 	t.Helper()
 	host, _ := os.Hostname()
-	l, _, err := s.Claim(job, spool.Lease{Worker: "T", Host: host, PID: os.Getpid(), Boot: spool.BootID(), Chat: chat, LeaseS: 30})
+	l, _, err := s.Claim(job, spool.Lease{Worker: worker, Host: host, PID: pid, Boot: spool.BootID(), Chat: chat, LeaseS: 30})
 	if err != nil || l == nil {
 		t.Fatal(l, err)
 	}
-	s.AppendEvent(job, spool.Event{Type: spool.EventStart, Text: "attempt 1 started by T", Worker: "T", Attempt: l.Attempt})
+	s.AppendEvent(job, spool.Event{Type: spool.EventStart, Text: "attempt 1 started by " + worker, Worker: worker, Attempt: l.Attempt})
 	if err := s.WriteProgress(&spool.Progress{Job: job, Chat: chat, State: spool.Running, Started: l.Claimed, Attempt: l.Attempt}); err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +386,7 @@ func TestEndWatchersBetween(t *testing.T) {
 	dir := newSpool(t)
 	s := openSpool(t, dir, 200)
 	first := spooldSubmit(t, dir, "--chat", "w", "--", "true")
-	l := endRun(t, s, first, "w")
+	l := endClaim(t, s, first, "w", "T", os.Getpid())
 	var between []*endWatcher
 	zero := 0
 	err := s.End(spool.Ending{Result: &spool.Result{Job: first, Chat: "w", State: spool.Done, Exit: &zero, Attempt: l.Attempt, Worker: "T"},
@@ -431,7 +421,7 @@ func TestEndWatchersBetween(t *testing.T) {
 
 	// The chat's next run, which fails.
 	next := spooldSubmit(t, dir, "--chat", "w", "--", "false")
-	l = endRun(t, s, next, "w")
+	l = endClaim(t, s, next, "w", "T", os.Getpid())
 	one := 1
 	if err := s.End(spool.Ending{Result: &spool.Result{Job: next, Chat: "w", State: spool.Failed, Exit: &one, Attempt: l.Attempt, Worker: "T"},
 		Lease: l, Worker: "T"}); err != nil {
