@@ -50,7 +50,7 @@ func waitFile(t *testing.T, path string) []byte {
 		if data, err := os.ReadFile(path); err == nil {
 			return data
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // the poll of the wait
 	}
 	t.Fatalf("%s never appeared", path)
 	return nil
@@ -130,8 +130,13 @@ func TestServeDecidesAndRuns(t *testing.T) {
 	if bad.Allowed || bad.Run || *bad.Git != "add" || *bad.Reason != "git-write" {
 		t.Errorf("bad-1 verdict = %+v", bad)
 	}
-	// The refused script never reached the machine.
-	time.Sleep(50 * time.Millisecond)
+	// The refused script never reached the machine. Its request is in
+	// done/ once its handling is over; a run would have begun by then,
+	// with out/<id>.owner written before the machine is started.
+	waitFile(t, filepath.Join(dir, DoneDir, "bad-1.sh"))
+	if _, err := os.Stat(filepath.Join(dir, OutDir, "bad-1.owner")); err == nil {
+		t.Error("a refused request was started on the machine (it has an owner file)")
+	}
 	if _, err := os.Stat(filepath.Join(dir, OutDir, "bad-1.exit")); err == nil {
 		t.Error("a refused request has an exit file")
 	}
@@ -249,9 +254,11 @@ func TestServeRestart(t *testing.T) {
 func TestServeStopsRunsOnShutdown(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "gate")
 	s := startServe(t, ServerConfig{Spool: newSpool(t, dir), Machine: &vmgate.Machine{Command: "sh -s"}, Grace: 100 * time.Millisecond})
-	submit(t, dir, "long", "sleep 30")
-	waitFile(t, filepath.Join(dir, DoneDir, "long.sh"))
-	time.Sleep(100 * time.Millisecond)
+	// The script says when the machine runs it: shutdown must stop a run
+	// under way, not one still to start.
+	running := filepath.Join(t.TempDir(), "running")
+	submit(t, dir, "long", "touch "+running+"; sleep 30")
+	waitFile(t, running)
 	began := time.Now()
 	s.stop(t)
 	if time.Since(began) > 5*time.Second {

@@ -223,7 +223,7 @@ func boot(t *testing.T, root, pkg string) *container {
 				break
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // the poll of the wait
 	}
 	t.Logf("the container's systemd was up in %s", time.Since(start).Round(time.Millisecond))
 	return c
@@ -308,6 +308,6 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 		if time.Now().After(deadline) {
 			t.Fatalf("not within %s: %s", within, what)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // the poll of the wait
 	}
 }

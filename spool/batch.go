@@ -1,7 +1,6 @@
 package spool
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -134,11 +133,11 @@ func (s *Spool) checkBatch(specs []*Spec, now time.Time) ([][]byte, error) {
 	}
 	docs := make([][]byte, len(specs))
 	for i, sp := range specs {
-		b, err := json.Marshal(sp)
+		b, err := marshalSpec(sp)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("spec %d: %w", i+1, err)
 		}
-		docs[i] = append(b, '\n')
+		docs[i] = b
 	}
 	return docs, nil
 }

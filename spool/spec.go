@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 	"time"
 
 	"github.com/vmspool/vmspool/internal/atomicfile"
@@ -66,9 +67,16 @@ func (s *Spec) Validate() error {
 			return errors.New(`spec's "argv" holds a NUL byte`)
 		}
 	}
-	for k := range s.Env {
-		if k == "" || bytes.ContainsAny([]byte(k), "=\x00") {
+	// A NUL cannot reach exec(2): refused here, not when the job starts.
+	if strings.IndexByte(s.Cwd, 0) >= 0 {
+		return errors.New(`spec's "cwd" holds a NUL byte`)
+	}
+	for k, v := range s.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return fmt.Errorf(`spec's "env" has an invalid name %q`, k)
+		}
+		if strings.IndexByte(v, 0) >= 0 {
+			return fmt.Errorf(`spec's "env" value of %s holds a NUL byte`, k)
 		}
 	}
 	if err := s.Limits.validate(); err != nil {
@@ -162,7 +170,7 @@ func (s *Spool) Submit(sp *Spec) (string, error) {
 	if n := takenBy(id, func(n string) bool { return existsAt(dfd, n) }); n != "" {
 		return "", fmt.Errorf("job %s: already exists (%s)", id, s.Path(n))
 	}
-	b, err := json.Marshal(sp)
+	b, err := marshalSpec(sp)
 	if err != nil {
 		return "", err
 	}
@@ -174,7 +182,7 @@ func (s *Spool) Submit(sp *Spec) (string, error) {
 	// power-loss sweep, docs/reliability.md, checks it), so a marker is
 	// never durable without its spec. The marker is empty: it has no
 	// data to sync.
-	if err := s.takeSpec(id, append(b, '\n'), treeOpts(own, atomicfile.InDir(dfd))); err != nil {
+	if err := s.takeSpec(id, b, treeOpts(own, atomicfile.InDir(dfd))); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return "", fmt.Errorf("job %s: already exists (%s)", id, s.Path(id+ExtSpec))
 		}
@@ -201,12 +209,33 @@ func (s *Spool) Submit(sp *Spec) (string, error) {
 	return id, nil
 }
 
+// marshalSpec is the spec's document, refused if no reader would read it
+// (MaxDocument).
+func marshalSpec(sp *Spec) ([]byte, error) {
+	b, err := json.Marshal(sp)
+	if err != nil {
+		return nil, fmt.Errorf("job %s: spec: %w", sp.ID, err)
+	}
+	if len(b)+1 > MaxDocument {
+		return nil, fmt.Errorf("job %s: spec: %w (%d bytes, limit %d)", sp.ID, ErrTooLarge, len(b)+1, MaxDocument)
+	}
+	return append(b, '\n'), nil
+}
+
 // ClearChat removes the chat's progress document and answer, so that
 // nothing of a previous run can be read as the next one's. A symlink in
-// either place is removed, never followed.
+// either place is removed, never followed. A symlink, or anything but a
+// directory, at progress/, chats/ or chats/<chat> is refused, even one
+// that stays in the tree: through it the submit would remove another
+// chat's documents.
 func (s *Spool) ClearChat(chat string) error {
 	if err := CheckChatID(chat); err != nil {
 		return err
+	}
+	for _, dir := range []string{ProgressDir, ChatsDir, ChatsDir + "/" + chat} {
+		if err := s.plainDir(dir); err != nil {
+			return fmt.Errorf("chat %q: %w", chat, err)
+		}
 	}
 	if err := removeName(s.root, ProgressDir+"/"+chat); err != nil {
 		return chatError(chat, "removing progress", s.plain(ProgressDir+"/"+chat, false, err))
@@ -216,4 +245,22 @@ func (s *Spool) ClearChat(chat string) error {
 		return chatError(chat, "removing answer", s.plain(answer, false, err))
 	}
 	return nil
+}
+
+// plainDir refuses what stands at the directory name of the tree if it
+// is not a directory (a symlink, even one that stays in the tree, or a
+// file); a name that is missing is fine.
+func (s *Spool) plainDir(name string) error {
+	fi, err := s.root.Lstat(name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return s.plain(name, false, err)
+	case fi.IsDir():
+		return nil
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return s.plain(name, true, ErrNotRegular)
+	}
+	return fmt.Errorf("%s is a file, not a directory; remove it (ls -l %s)", name, s.Path(name))
 }

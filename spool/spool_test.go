@@ -487,6 +487,16 @@ func TestDuration(t *testing.T) {
 		{`"-1s"`, 0, false},
 		{`1e12`, 0, false},
 		{`true`, 0, false},
+		// The flags' grammar (ParseDuration): days, and nothing ParseFloat
+		// alone would take.
+		{`"7d"`, 7 * 24 * time.Hour, true},
+		{`"1.5d"`, 36 * time.Hour, true},
+		{`"+5m"`, 5 * time.Minute, true},
+		{`"200000d"`, 0, false},
+		{`"inf"`, 0, false},
+		{`"1e3"`, 0, false},
+		{`"-5"`, 0, false},
+		{`"9999999999h"`, 0, false},
 	} {
 		var d Duration
 		err := json.Unmarshal([]byte(tc.in), &d)

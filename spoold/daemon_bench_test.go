@@ -45,7 +45,7 @@ func BenchmarkDaemonNoop(b *testing.B) {
 				if st, _ := s.State(last); st.Final() {
 					break
 				}
-				time.Sleep(time.Millisecond)
+				time.Sleep(time.Millisecond) // the poll of the wait
 			}
 			for {
 				jobs, _, _ := s.Scan()
@@ -58,7 +58,7 @@ func BenchmarkDaemonNoop(b *testing.B) {
 				if n == b.N {
 					break
 				}
-				time.Sleep(5 * time.Millisecond)
+				time.Sleep(5 * time.Millisecond) // the poll of the wait
 			}
 			b.StopTimer()
 			cancel()

@@ -36,6 +36,9 @@ func TestQueueNotBefore(t *testing.T) {
 	q := newQueue(time.Now)
 	q.add(&item{job: "later", at: time.Now().Add(150 * time.Millisecond)})
 	go func() {
+		// The point: "now" comes 20 ms into the 150 ms wait for "later",
+		// and must cut it short (a wait that is not yet under way only
+		// makes it first sooner).
 		time.Sleep(20 * time.Millisecond)
 		q.add(&item{job: "now", at: time.Now()})
 	}()

@@ -217,7 +217,7 @@ spool say done-flooding`, seconds))
 		if time.Since(began) > 60*time.Second {
 			t.Fatal("the flooding job did not end")
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // the pace of the samples
 	}
 	wall := time.Since(began)
 	follow.Wait()

@@ -171,6 +171,10 @@ func TestDiskFull(t *testing.T) {
 	if err := os.WriteFile(flag, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The sleeps are the point: windows in which no daemon may exit and no
+	// job may end wrongly, the first before a second daemon starts on the
+	// full disk, the second after; the count of log lines below is over
+	// their 6 s.
 	time.Sleep(3 * time.Second)
 	b := relStart(t, "spoold", args...) // a daemon that starts on the full disk
 	time.Sleep(3 * time.Second)
@@ -264,7 +268,7 @@ func TestDiskFullRefused(t *testing.T) {
 	if err := os.Truncate(filepath.Join(mnt, "fill"), fi.Size()-int64(st.Bsize)); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(4 * time.Second)
+	time.Sleep(4 * time.Second) // the point: a window in which spoold must not exit (its claim takes the last page, the result finds none)
 	if !d.alive() {
 		t.Fatalf("spoold exited: %v", d.err)
 	}

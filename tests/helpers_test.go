@@ -37,7 +37,7 @@ func openSpool(t testing.TB, dir string, tries int) *spool.Spool {
 		if i > tries {
 			t.Fatal(err)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // the poll of the wait
 	}
 }
 
@@ -49,7 +49,7 @@ func eventually(t testing.TB, within, every time.Duration, what string, cond fun
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %v waiting for %s", within, what)
 		}
-		time.Sleep(every)
+		time.Sleep(every) // the poll of the wait
 	}
 }
 

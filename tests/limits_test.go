@@ -54,7 +54,7 @@ func TestLimitsRunaway(t *testing.T) {
 		if fi, err := os.Stat(filepath.Join(dir, printer+".log")); err == nil {
 			largest = max(largest, fi.Size())
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // the pace of the samples
 	}
 	t.Logf("the printer's log: at most %d bytes seen (limit %d)", largest, logLimit)
 	if largest > 256<<20 {
@@ -156,7 +156,7 @@ func TestLimitsFloor(t *testing.T) {
 		return strings.Contains(p.logText(), "below the free-space floor")
 	})
 	spooldHandSubmit(t, dir, "by-hand", "c", `{"chat":"c","argv":["true"]}`)
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // the point: a window in which it must not be claimed
 	if st, _ := s.State("by-hand"); st != spool.Queued {
 		t.Errorf("below the floor, the hand-queued job is %s; want queued", st)
 	}

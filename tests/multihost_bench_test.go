@@ -135,7 +135,7 @@ func mhBenchThroughput(b *testing.B, c *mhCluster, hosts, n int) float64 {
 		if time.Since(at) > 5*time.Minute {
 			b.Fatalf("%d of %d jobs ended after 5m", ended, n)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // the poll of the wait
 	}
 	return float64(n) / time.Since(at).Seconds()
 }

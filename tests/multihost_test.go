@@ -659,7 +659,7 @@ func (p *mhProof) waveOf(what string, n, ticks int, fault func()) {
 		if time.Now().After(deadline) {
 			t.Fatalf("wave %q: %d of its %d jobs did not end within 3m: %s", what, len(left), n, strings.Join(left, ", "))
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // the poll of the wait
 	}
 	for _, slot := range []string{"h1", "h2", "h3"} {
 		p.c.fault(slot, "heal")

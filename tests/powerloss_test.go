@@ -125,7 +125,7 @@ func (w *plWorld) wait(jobs ...string) bool {
 				if time.Now().After(deadline) {
 					return fmt.Errorf("job %s did not end", j)
 				}
-				time.Sleep(10 * time.Millisecond)
+				time.Sleep(10 * time.Millisecond) // the poll of the wait (it ends early when the power goes)
 			}
 		}
 		return nil
@@ -213,6 +213,7 @@ func longWorkload(w *plWorld) {
 	w.submit("q", append([]string{"--"}, plJob(`a=$(spool ask --timeout 5s "Go on?"); echo "answer $a" >> "$PLLOG"`)...)...)
 	q := w.lastJob()
 	w.step("answer", func() error {
+		// Tried until the question is open (exit 1 before): the poll of the wait.
 		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && !w.fs.Dead(); time.Sleep(10 * time.Millisecond) {
 			cmd := exec.Command(bin("spool"), "--spool", w.dir, "answer", "--chat", "q", "yes")
 			cmd.Env = w.env
@@ -384,7 +385,7 @@ func (w *plWorld) reboot(disk string) []string {
 		if time.Now().After(deadline) {
 			return append(bad, fmt.Sprintf("%d jobs never ended after the reboot: %+v", live, rows))
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // the poll of the wait
 	}
 	d.stop(t, 20*time.Second)
 	// Every submit that returned is there, ended once; nothing ended went

@@ -482,7 +482,7 @@ func TestSoak(t *testing.T) {
 				}
 				j := plan[i]
 				if wait := time.Until(began.Add(spread * time.Duration(i) / time.Duration(len(plan)))); wait > 0 {
-					time.Sleep(wait)
+					time.Sleep(wait) // the point: the plan's jobs spread over the load
 				}
 				sp := &spool.Spec{Chat: j.chat, Argv: j.argv(trace), Attempts: j.attempts}
 				if j.kind == soakTimeout {
@@ -528,7 +528,7 @@ func TestSoak(t *testing.T) {
 					cancels.Add(1)
 					go func(id string, after time.Duration) {
 						defer cancels.Done()
-						time.Sleep(after)
+						time.Sleep(after) // the point: the plan cancels a job this long after its submit
 						if out, err := command(raceEnv(), "spool", "--spool", dir, "cancel", id).CombinedOutput(); err != nil {
 							t.Errorf("spool cancel %s: %v: %s", id, err, out)
 						}
@@ -540,7 +540,7 @@ func TestSoak(t *testing.T) {
 	subWG.Wait()
 	cancels.Wait()
 	if rest := time.Until(began.Add(load)); rest > 0 {
-		time.Sleep(rest)
+		time.Sleep(rest) // the point: the kills and readers go on for the whole load
 	}
 	close(stopKilling)
 	<-killerDone
@@ -568,7 +568,7 @@ func TestSoak(t *testing.T) {
 		if len(pending) == 0 || time.Since(drainStart) > drainLimit {
 			break
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond) // the poll of the drain
 	}
 	drain := time.Since(drainStart)
 	if len(pending) > 0 {

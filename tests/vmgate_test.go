@@ -34,13 +34,13 @@ func vmgateSubmit(t *testing.T, gate, id, script string) {
 
 func vmgateWait(t *testing.T, path string) []byte {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if data, err := os.ReadFile(path); err == nil {
-			return data
-		}
-	}
-	t.Fatalf("%s never appeared", path)
-	return nil
+	var data []byte
+	eventually(t, 20*time.Second, 10*time.Millisecond, path+" to appear", func() bool {
+		var err error
+		data, err = os.ReadFile(path)
+		return err == nil
+	})
+	return data
 }
 
 func vmgateServe(t *testing.T, spoolDir string, args ...string) *proc {
@@ -101,8 +101,13 @@ func TestVmgateServe(t *testing.T) {
 		t.Errorf("refused-1 = %+v", bad)
 	}
 	vmgateWait(t, filepath.Join(gate, "corrupt", "has space.sh.why"))
+	// The request is in done/ once its handling is over: a run would
+	// have begun by then with out/<id>.owner, written before the machine
+	// is started.
 	vmgateWait(t, filepath.Join(gate, "done", "refused-1.sh"))
-	time.Sleep(100 * time.Millisecond)
+	if _, err := os.Stat(filepath.Join(gate, "out", "refused-1.owner")); err == nil {
+		t.Error("the refused script was started on the machine (it has an owner file)")
+	}
 	if data, _ := os.ReadFile(fed); strings.Contains(string(data), "git add") {
 		t.Errorf("the machine was fed the refused script: %q", data)
 	}

@@ -34,7 +34,7 @@ func watchdLatency(b *testing.B, s *spool.Spool, p *spool.Progress, n int, jitte
 	var lat []time.Duration
 	for i := 0; i < n; i++ {
 		if jitter > 0 {
-			time.Sleep(rand.N(jitter))
+			time.Sleep(rand.N(jitter)) // the point: events at random moments, as a run's
 		} else {
 			time.Sleep(time.Millisecond) // an idle machine between events
 		}
@@ -152,17 +152,14 @@ func BenchmarkWatchdSSELatency(b *testing.B) {
 }
 
 func watchdBenchAddr(b *testing.B, file, dir string) string {
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if a, _ := os.ReadFile(file); len(a) > 0 {
-			addr := strings.TrimSpace(string(a))
-			serveRegister(b, dir, addr)
-			return addr
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	b.Fatal("watchd serve did not listen")
-	return ""
+	var addr string
+	eventually(b, 20*time.Second, 5*time.Millisecond, "watchd serve to listen", func() bool {
+		a, _ := os.ReadFile(file)
+		addr = strings.TrimSpace(string(a))
+		return addr != ""
+	})
+	serveRegister(b, dir, addr)
+	return addr
 }
 
 // watchdSSETexts returns a func that returns the text of each next event
@@ -256,19 +253,11 @@ func BenchmarkWatchdServe1000(b *testing.B) {
 			io.Copy(io.Discard, resp.Body)
 		}()
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	eventually(b, 60*time.Second, 10*time.Millisecond, "every subscriber's first event", func() bool {
 		mu.Lock()
-		n := got
-		mu.Unlock()
-		if n == chats*perChat {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("only %d of %d subscribers got their first event", n, chats*perChat)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		defer mu.Unlock()
+		return got == chats*perChat
+	})
 	_, cpu1 := watchdProcStat(b, p.cmd.Process.Pid)
 	// Idle: each running job's document is flushed every 5 s, spread out.
 	stop := make(chan struct{})
@@ -288,7 +277,7 @@ func BenchmarkWatchdServe1000(b *testing.B) {
 		}
 	}()
 	const idle = 10 * time.Second
-	time.Sleep(idle)
+	time.Sleep(idle) // the point: the idle time measured
 	rss, cpu2 := watchdProcStat(b, p.cmd.Process.Pid)
 	close(stop)
 	fw.Wait()

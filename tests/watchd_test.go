@@ -47,13 +47,7 @@ func lastLines(b []byte, n int) string {
 
 func watchdWaitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually(t, 30*time.Second, 5*time.Millisecond, what, cond)
 }
 
 // watchdSubmit runs `spool submit` and returns the job id.
@@ -207,6 +201,9 @@ func watchdWaitWatching(t *testing.T, pid int) {
 // watcher relays every status of run 2, in order, none of run 1's, and
 // exits 0 only after run 2 ended.
 func watchdStory(t *testing.T, s *spool.Spool, dir, chat string, withJob bool, extra ...string) {
+	// The sleeps of ms() are the point: random delays (0 to 30 ms) between
+	// the submit, the watcher's start and the run's first event, so that
+	// the 50 stories try the orderings the guards must hold in.
 	r := rand.New(rand.NewPCG(rand.Uint64(), 0))
 	ms := func() time.Duration { return time.Duration(r.IntN(31)) * time.Millisecond }
 	j1 := watchdSubmit(t, dir, chat, watchdSays(0, 0, "r1-a", "r1-b", "r1-c")...)
@@ -225,8 +222,8 @@ func watchdStory(t *testing.T, s *spool.Spool, dir, chat string, withJob bool, e
 	} else {
 		// Without the job id only the stamp guard holds, so the watcher
 		// must have started before the run's last flush: it starts first
-		// (past the 10 ms rounding of run 1's last stamp), then the run is
-		// submitted.
+		// (past the 10 ms rounding of run 1's last stamp: a clock
+		// separation the guard depends on), then the run is submitted.
 		time.Sleep(20*time.Millisecond + ms())
 		f = watchdFollow(t, dir, args...)
 		watchdWaitWatching(t, f.cmd.Process.Pid)
@@ -289,8 +286,9 @@ func TestWatchdStampGuardWithoutRemoval(t *testing.T) {
 	s := watchdOpen(t, dir)
 	j1 := watchdSubmit(t, dir, "c", watchdSays(0, 0, "old-1", "old-2")...)
 	watchdWaitEnded(t, s, j1)
-	time.Sleep(30 * time.Millisecond) // beyond the 10 ms rounding
+	time.Sleep(30 * time.Millisecond) // beyond the 10 ms rounding: the clock separation the guard judges
 	f := watchdFollow(t, dir, "--chat", "c", "--timeout", "50s")
+	watchdWaitWatching(t, f.cmd.Process.Pid)
 	time.Sleep(300 * time.Millisecond) // a window in which it must not stop
 	if !f.running() {
 		t.Fatalf("the watcher took the previous run's document: exit %d, said %q", f.code, f.stdout.String())
@@ -493,7 +491,7 @@ func TestWatchdServeSubscribers(t *testing.T) {
 	a1, _ := watchdStream(t, ctx, url+"/chats/a/events", "")
 	a2, _ := watchdStream(t, ctx, url+"/chats/a/events", "")
 	b1, _ := watchdStream(t, ctx, url+"/chats/b/events", "")
-	time.Sleep(100 * time.Millisecond)
+	// Each stream answered 200, so each is subscribed: the runs may start.
 	ja := watchdSubmit(t, dir, "a", watchdSays(0, 10*time.Millisecond, "a1", "a2", "a3", "a4")...)
 	jb := watchdSubmit(t, dir, "b", watchdSays(0, 10*time.Millisecond, "b1", "b2", "b3")...)
 	var got [3][]string

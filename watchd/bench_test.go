@@ -32,6 +32,8 @@ func BenchmarkFollowLatencyInProcess(b *testing.B) {
 		p := &spool.Progress{Job: "j", Chat: "c", State: spool.Running}
 		var lat []time.Duration
 		for i := 0; i <= n; i++ {
+			// The point: events at moments spread over the poll's period
+			// (a latency is where in it an event falls), or apart.
 			if poll > 0 {
 				time.Sleep(time.Duration(i*7919%1000) * time.Millisecond)
 			} else {

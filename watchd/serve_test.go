@@ -121,7 +121,8 @@ func TestServeSubscribersSeeTheirChat(t *testing.T) {
 	if resp := get(t, ts.URL+"/chats/b/events"); resp.StatusCode != 503 {
 		t.Errorf("fourth subscriber: %d, want 503", resp.StatusCode)
 	}
-	time.Sleep(30 * time.Millisecond)
+	// The three answered 200 and the fourth 503: the three are
+	// subscribed, and the runs may start.
 	ra, rb := newRun(t, s, "a", "ja"), newRun(t, s, "b", "jb")
 	for i := 0; i < 5; i++ {
 		ra.say("a" + string(rune('0'+i)))
@@ -153,7 +154,7 @@ func TestServeResume(t *testing.T) {
 	ts, _ := newTestServer(t, s)
 	r := newRun(t, s, "c", "j")
 	r.say("1", "2", "3")
-	time.Sleep(20 * time.Millisecond) // stamped before the reconnection: only ?job lets it through
+	time.Sleep(20 * time.Millisecond) // the point: stamped before the reconnection (past the 10 ms rounding), so only ?job lets it through
 	resp := get(t, ts.URL+"/chats/c/events?job=j", "Last-Event-ID", "2")
 	ch := readSSE(t, resp)
 	if ev := <-ch; ev.id != "3" || ev.msg.Text != "3" {
@@ -172,8 +173,8 @@ func TestServeResume(t *testing.T) {
 func TestServeShutdownEndsStreams(t *testing.T) {
 	s := newTestSpool(t)
 	ts, cancel := newTestServer(t, s)
+	// get returned the stream's 200: it is open, and shutdown must end it.
 	ch := readSSE(t, get(t, ts.URL+"/chats/c/events"))
-	time.Sleep(20 * time.Millisecond)
 	cancel()
 	select {
 	case _, ok := <-ch:

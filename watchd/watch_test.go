@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"github.com/vmspool/vmspool/spool"
+	"golang.org/x/sys/unix"
 )
 
 func newTestSpool(t testing.TB) *spool.Spool {
@@ -98,8 +100,31 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(2 * time.Millisecond) // the poll of the wait
 	}
+}
+
+// waitWatched waits until this process holds an inotify watch on dir
+// (the kernel lists each watch in /proc/self/fdinfo): a follower has set
+// up its watch, and what is written in dir from now on reaches it as an
+// event, not in its first read.
+func waitWatched(t *testing.T, dir string) {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	// The kernel's device number is major<<20 | minor.
+	want := fmt.Sprintf(" ino:%x sdev:%x ", st.Ino, unix.Major(st.Dev)<<20|unix.Minor(st.Dev))
+	waitFor(t, "a watch on "+dir, func() bool {
+		fds, _ := os.ReadDir("/proc/self/fdinfo")
+		for _, fd := range fds {
+			if b, _ := os.ReadFile("/proc/self/fdinfo/" + fd.Name()); bytes.Contains(b, []byte(want)) {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 func TestFollowTheStory(t *testing.T) {
@@ -109,13 +134,18 @@ func TestFollowTheStory(t *testing.T) {
 			// Run 1 ended, and its document is still there (an older
 			// submitter did not remove it).
 			newRun(t, s, "c", "j1").say("one", "two").end(spool.Done, 0)
+			// The sleep is the point: the follower starts past run 1's
+			// stamps and their 10 ms rounding, the clock separation its
+			// stamp guard judges.
 			time.Sleep(30 * time.Millisecond)
 			out, errc, endc := follow(t, s, FollowConfig{Chat: "c", Poll: poll})
-			time.Sleep(20 * time.Millisecond)
+			// Each step is relayed before the next is written: the run is
+			// followed as it goes, not read whole at its end.
 			r2 := newRun(t, s, "c", "j2")
 			for i := 1; i <= 5; i++ {
-				r2.say("step " + string(rune('0'+i)))
-				time.Sleep(5 * time.Millisecond)
+				step := "step " + string(rune('0'+i))
+				r2.say(step)
+				waitFor(t, step, func() bool { return strings.Contains(out.String(), step+"\n") })
 			}
 			r2.end(spool.Done, 0)
 			if err := <-errc; err != nil {
@@ -136,14 +166,14 @@ func TestFollowTheStory(t *testing.T) {
 func TestFollowWaitsForDocumentAndRecreate(t *testing.T) {
 	s := newTestSpool(t)
 	out, errc, _ := follow(t, s, FollowConfig{Chat: "c", Job: "j", JSON: true})
-	time.Sleep(20 * time.Millisecond)
+	// The follower waits for a document that is not there yet.
+	waitWatched(t, s.Path(spool.ProgressDir))
 	r := newRun(t, s, "c", "j").say("a")
 	waitFor(t, "a", func() bool { return strings.Contains(out.String(), `"a"`) })
 	// Deleted and recreated: the watch is on the directory, so it goes on.
 	if err := s.Remove(spool.ProgressPath("c")); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(10 * time.Millisecond)
 	r.say("b").end(spool.Failed, 2)
 	if err := <-errc; err != nil {
 		t.Fatal(err)
@@ -181,13 +211,18 @@ func TestFollowSkipsBadDocumentsWithOneWarning(t *testing.T) {
 	log := logrus.New()
 	log.SetOutput(&logb)
 	out, errc, _ := follow(t, s, FollowConfig{Chat: "c", Log: log})
-	time.Sleep(20 * time.Millisecond)
 	p := s.Path(spool.ProgressPath("c"))
 	for i := 0; i < 3; i++ {
 		if err := os.WriteFile(p+".x", []byte("{not json"), 0o640); err != nil {
 			t.Fatal(err)
 		}
 		os.Rename(p+".x", p)
+		if i == 0 {
+			waitFor(t, "the warning", func() bool { return strings.Contains(logb.String(), "does not parse") })
+			continue
+		}
+		// The sleep is the point: a window in which the follower reads
+		// the bad document again, and must not warn again.
 		time.Sleep(10 * time.Millisecond)
 	}
 	os.Remove(p)
@@ -196,7 +231,7 @@ func TestFollowSkipsBadDocumentsWithOneWarning(t *testing.T) {
 	if err := os.Symlink(target, p); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(20 * time.Millisecond)
+	waitFor(t, "the warning about the symlink", func() bool { return strings.Contains(logb.String(), "not a regular file") })
 	os.Remove(p)
 	newRun(t, s, "c", "j").say("fine").end(spool.Done, 0)
 	if err := <-errc; err != nil {
@@ -254,7 +289,6 @@ func TestFollowEndFromResultWhenSuperseded(t *testing.T) {
 func TestFollowEvery(t *testing.T) {
 	s := newTestSpool(t)
 	out, errc, _ := follow(t, s, FollowConfig{Chat: "c", JSON: true, Every: time.Hour})
-	time.Sleep(10 * time.Millisecond)
 	r := newRun(t, s, "c", "j")
 	r.say("first")
 	waitFor(t, "first", func() bool { return strings.Contains(out.String(), "first") })
@@ -355,7 +389,10 @@ func TestHubSurvivesProgressDirReplaced(t *testing.T) {
 	if err := os.RemoveAll(s.Path(spool.ProgressDir)); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // the Hub makes it again
+	waitFor(t, "the hub to make progress/ again", func() bool {
+		fi, err := os.Lstat(s.Path(spool.ProgressDir))
+		return err == nil && fi.IsDir()
+	})
 	newRun(t, s, "c", "j").say("after")
 	waitFor(t, "the document in the new progress/", func() bool {
 		snap, _ := sub.Latest()

@@ -19,7 +19,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CLIENT = os.path.join(HERE, "..", "python")
 sys.path.insert(0, CLIENT)
 
-from _testing import BIN, SpoolCase, read, wait_for  # noqa: E402
+from _testing import BIN, SpoolCase, follower_watching, read, wait_for  # noqa: E402
 
 try:
     import pydantic  # noqa: F401
@@ -316,12 +316,14 @@ class VMProgressTest(SpoolCase):
         wait_for("run 1's last progress", lambda: os.path.exists(prog) and '"done":true' in read(prog))
         # The stamp guard accepts a document up to 10 ms older than the
         # watcher (the rounding of "updated"): the tool starts past that.
+        # The sleep is the point: the clock separation the guard judges.
         time.sleep(0.05)
 
         async def go():
             em = Emitter()
             task = asyncio.ensure_future(tool.vm_progress(__metadata__={"chat_id": "c9"}, __event_emitter__=em))
-            await asyncio.sleep(0.5)  # the watcher is up before the run
+            # The watcher is up (its start stamp taken) before the run.
+            await asyncio.to_thread(wait_for, "the tool's watchd follow", lambda: follower_watching("c9"))
             await asyncio.to_thread(vmspool.submit, "c9", argv=["sh", "-c", "sleep 0.5; spool say second-run"], spool=self.spool)
             return await asyncio.wait_for(task, 60), em
 

@@ -2,12 +2,9 @@
 spool of its own per test, spoold and watchd serve as separate processes.
 Not part of the client: an installer copies vmspool.py alone."""
 
-import ctypes
-import ctypes.util
 import os
 import shutil
 import signal
-import struct
 import subprocess
 import tempfile
 import time
@@ -50,7 +47,30 @@ def wait_for(what, cond, within=30.0, every=0.02):
             return v
         if time.monotonic() > end:
             raise AssertionError("timed out after %gs waiting for %s" % (within, what))
-        time.sleep(every)
+        time.sleep(every)  # the poll of the wait
+
+
+def follower_watching(chat):
+    """Whether a `watchd follow --chat CHAT` of this machine holds an
+    inotify watch: it has taken its start stamp and watches the chat's
+    progress, so that a run submitted now is its run."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            argv = read("/proc/%s/cmdline" % pid, "rb").split(b"\0")
+            fds = os.listdir("/proc/%s/fd" % pid)
+        except OSError:
+            continue
+        if b"follow" not in argv or os.path.basename(argv[0]) != b"watchd" or chat.encode() not in argv:
+            continue
+        for fd in fds:
+            try:
+                if "inotify" in os.readlink("/proc/%s/fd/%s" % (pid, fd)):
+                    return True
+            except OSError:
+                pass
+    return False
 
 
 class SpoolCase(unittest.TestCase):
@@ -69,6 +89,10 @@ class SpoolCase(unittest.TestCase):
     def _stop_all(self):
         for p, log in self.procs:
             if p.poll() is None:
+                # Two SIGTERMs, the daemons' "stop now"; apart, or the
+                # kernel may merge them into one while the first is
+                # pending (a missed second one costs the grace, not the
+                # test).
                 p.send_signal(signal.SIGTERM)
                 time.sleep(0.02)
                 if p.poll() is None:
@@ -113,48 +137,3 @@ class SpoolCase(unittest.TestCase):
             log.seek(0)
             out.append(log.read())
         return "\n".join(out)
-
-
-# --- inotify, to watch the submit's order on the directory itself ----------
-
-IN_CREATE, IN_DELETE, IN_MOVED_TO, IN_MOVED_FROM = 0x100, 0x200, 0x80, 0x40
-
-
-class Inotify:
-    """The kernel's own account of what happened in some directories, in
-    the order it happened (one inotify instance, read after the fact)."""
-
-    def __init__(self):
-        self.libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        self.fd = self.libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
-        if self.fd < 0:
-            raise OSError(ctypes.get_errno(), "inotify_init1")
-        self.wd = {}
-
-    def watch(self, path):
-        wd = self.libc.inotify_add_watch(self.fd, os.fsencode(path), IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM)
-        if wd < 0:
-            raise OSError(ctypes.get_errno(), "inotify_add_watch " + path)
-        self.wd[wd] = path
-
-    def events(self):
-        """[(op, path)] since the last call: op is create, delete, moved_to
-        or moved_from."""
-        out = []
-        while True:
-            try:
-                buf = os.read(self.fd, 65536)
-            except BlockingIOError:
-                return out
-            i = 0
-            while i < len(buf):
-                wd, mask, _, n = struct.unpack_from("iIII", buf, i)
-                name = buf[i + 16:i + 16 + n].rstrip(b"\0").decode()
-                i += 16 + n
-                op = {IN_CREATE: "create", IN_DELETE: "delete", IN_MOVED_TO: "moved_to", IN_MOVED_FROM: "moved_from"}
-                for bit, word in op.items():
-                    if mask & bit:
-                        out.append((word, os.path.join(self.wd.get(wd, "?"), name)))
-
-    def close(self):
-        os.close(self.fd)

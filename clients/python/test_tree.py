@@ -1,6 +1,8 @@
-"""What the client's own writer does to the tree, beside `spool submit`:
-one id is one job, the spool's path is found as Go finds it, and root's
-documents belong to the spool's owner (docs/clients.md)."""
+"""What the client's own writer does to the tree beside `spool submit`
+when they race: one id is one job (docs/clients.md). What a single
+submit writes, refuses and says is the writers' contract,
+tests/testdata/contract/submit.json, run against this client by
+tests/contract_test.go."""
 
 import json
 import os
@@ -81,42 +83,6 @@ class TakeTest(SpoolCase):
                 os.close(dfd)
         self.assertEqual(read(os.path.join(self.spool, job + ".json")), before)
         self.assertEqual([n for n in os.listdir(self.spool) if n.startswith(".")], [])
-
-
-class SpoolPathTest(SpoolCase):
-    def test_symlinked_spool_path(self):
-        # One rule for the client and the Go commands: the spool's own path
-        # may be a symlink, and it is followed; a file there is not a spool.
-        link = os.path.join(self.tmp, "link")
-        os.symlink(self.spool, link)
-        job = vmspool.submit("c", argv=["true"], spool=link)
-        self.assertTrue(os.path.exists(os.path.join(self.spool, job + ".ready")))
-        go = subprocess.run([os.path.join(BIN, "spool"), "--spool", link, "submit", "--chat", "c", "--", "true"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
-        self.assertEqual(go.returncode, 0, go.stderr)
-        self.assertTrue(os.path.exists(os.path.join(self.spool, go.stdout.strip() + ".ready")))
-        afile = os.path.join(self.tmp, "afile")
-        with open(afile, "w"):
-            pass
-        flink = os.path.join(self.tmp, "flink")
-        os.symlink(afile, flink)
-        for path in (afile, flink):
-            go = subprocess.run([os.path.join(BIN, "spool"), "--spool", path, "submit", "--chat", "c", "--", "true"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
-            self.assertEqual(go.returncode, 2)
-            with self.assertRaises(vmspool.SpoolError) as cm:
-                vmspool.submit("c", argv=["true"], spool=path)
-            self.assertEqual("spool submit: " + str(cm.exception), go.stderr.strip())
-
-
-class OwnerTest(SpoolCase):
-    @unittest.skipUnless(os.geteuid() == 0, "needs root: root's submit into another user's spool (CI runs as root)")
-    def test_root_submit_belongs_to_the_spool(self):
-        os.chown(self.spool, 65534, 65533)
-        job = vmspool.submit("c", argv=["true"], spool=self.spool)
-        for name in (job + ".json", job + ".ready"):
-            st = os.stat(os.path.join(self.spool, name))
-            self.assertEqual((st.st_uid, st.st_gid, st.st_mode & 0o777), (65534, 65533, 0o640), name)
 
 
 if __name__ == "__main__":

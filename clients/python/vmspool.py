@@ -54,6 +54,7 @@ __all__ = [
 
 FINAL_STATES = ("done", "failed", "cancelled")
 MAX_DOCUMENT = 4 << 20
+MAX_ATTEMPTS = 100
 
 _ID_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 _ID_RULE = "invalid id (letters, digits, . _ -; must not start with . _ -; max 128)"
@@ -273,10 +274,14 @@ def submit(chat, argv=None, script=None, *, timeout=None, attempts=None, env=Non
            job_id=None, spool=None):
     """Queue a job for chat and return its id.
 
-    Give argv (a list: run directly, never through a shell) or script (bash
-    text, decided by the gate first). timeout is seconds or Go duration text
-    ("45m"); attempts how many times it may start in all; env extra
-    variables; cwd its working directory.
+    Give argv (a list of strings: run directly, never through a shell) or
+    script (bash text, decided by the gate first). timeout is seconds or
+    duration text ("45m", "2h", "7d"), written as Go's text ("45m0s");
+    attempts how many times it may start in all (0 or None: 1); env extra
+    variables (strings); cwd its working directory (a relative one is
+    spoold's). A spec the Go side would refuse is refused here, with its
+    words (tests/testdata/contract/submit.json holds both writers to one
+    set of cases).
 
     The order is the contract's: <job>.json written and fsync'd; the chat's
     progress/<chat> and chats/<chat>/answer.json removed (a run of this
@@ -285,39 +290,16 @@ def submit(chat, argv=None, script=None, *, timeout=None, attempts=None, env=Non
     InvalidID before any file is touched; on any error nothing of the job
     is left behind.
     """
+    if chat is None or chat == "":
+        raise SpoolError('spec has no "chat"')
     _check_id("chat", chat)
-    if job_id is not None:
+    if job_id:
         _check_id("job", job_id)
-    if (argv is None) == (script is None):
-        raise SpoolError('spec has %s; give exactly one' % ('both "argv" and "script"' if argv is not None else 'neither "argv" nor "script"'))
     spec = {"id": job_id or new_job_id(), "chat": chat, "created": time.time()}
-    if argv is not None:
-        argv = [os.fspath(a) for a in argv]
-        if not argv or not argv[0]:
-            raise SpoolError('spec\'s "argv" is empty: nothing to run')
-        if any("\x00" in a for a in argv):
-            raise SpoolError('spec\'s "argv" holds a NUL byte')
-        spec["argv"] = argv
-    else:
-        if not script.strip():
-            raise SpoolError('spec\'s "script" is empty: nothing to run')
-        spec["script"] = script
-    if cwd:
-        spec["cwd"] = os.fspath(cwd)
-    if env:
-        for k in env:
-            if not k or "=" in k or "\x00" in k:
-                raise SpoolError('spec\'s "env" has an invalid name %s' % json.dumps(k))
-        spec["env"] = {str(k): str(v) for k, v in env.items()}
-    if timeout:
-        spec["timeout"] = timeout if isinstance(timeout, str) else "%gs" % float(timeout)
-    if attempts is not None:
-        if not 1 <= int(attempts) <= 100:
-            raise SpoolError('spec\'s "attempts" is %d; want 1 to 100' % int(attempts))
-        spec["attempts"] = int(attempts)
+    spec.update(_spec_fields(argv, script, timeout, attempts, env, cwd))
     data = (json.dumps(spec, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
     if len(data) > MAX_DOCUMENT:
-        raise SpoolError("spec is %d bytes; limit %d" % (len(data), MAX_DOCUMENT))
+        raise SpoolError("job %s: spec: too large (%d bytes, limit %d)" % (spec["id"], len(data), MAX_DOCUMENT))
 
     root = resolve_spool(spool)
     job = spec["id"]
@@ -357,16 +339,165 @@ def submit(chat, argv=None, script=None, *, timeout=None, attempts=None, env=Non
     return job
 
 
+def _text(v):
+    """v as text for the spec (a str, or a path), or None."""
+    try:
+        v = os.fspath(v)
+    except TypeError:
+        return None
+    return v if isinstance(v, str) else None
+
+
+def _is_number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _spec_fields(argv, script, timeout, attempts, env, cwd):
+    """The spec's fields of what runs and how, checked as Go's
+    Spec.Validate checks them, with its words."""
+    out = {}
+    if argv is not None and script is not None:
+        raise SpoolError('spec has both "argv" and "script"; give exactly one')
+    if argv is None and script is None:
+        raise SpoolError('spec has neither "argv" nor "script"; give exactly one')
+    if argv is not None:
+        if isinstance(argv, (str, bytes)) or not isinstance(argv, (list, tuple)):
+            raise SpoolError('spec\'s "argv" is %s; want a list of strings' % type(argv).__name__)
+        words = [_text(a) for a in argv]
+        if None in words:
+            raise SpoolError('spec\'s "argv" holds a %s; want strings' % type(argv[words.index(None)]).__name__)
+        if not words:
+            raise SpoolError('spec\'s "argv" is empty: nothing to run')
+        if not words[0]:
+            raise SpoolError('spec\'s "argv[0]" is empty: nothing to run')
+        if any("\x00" in a for a in words):
+            raise SpoolError('spec\'s "argv" holds a NUL byte')
+        out["argv"] = words
+    else:
+        if not isinstance(script, str):
+            raise SpoolError('spec\'s "script" is %s; want text' % type(script).__name__)
+        if not script.strip():
+            raise SpoolError('spec\'s "script" is empty: nothing to run')
+        out["script"] = script
+    if cwd is not None and cwd != "":
+        text = _text(cwd)
+        if text is None:
+            raise SpoolError('spec\'s "cwd" is %s; want a path' % type(cwd).__name__)
+        if "\x00" in text:
+            raise SpoolError('spec\'s "cwd" holds a NUL byte')
+        out["cwd"] = text
+    if env is not None:
+        if not isinstance(env, dict):
+            raise SpoolError('spec\'s "env" is %s; want names and values' % type(env).__name__)
+        env = {k: "" if v is None else v for k, v in env.items()}  # null reads as "" in Go
+        for k, v in env.items():
+            if not isinstance(k, str) or not k or "=" in k or "\x00" in k:
+                raise SpoolError('spec\'s "env" has an invalid name %s' % json.dumps(k))
+            if not isinstance(v, str):
+                raise SpoolError('spec\'s "env" value of %s is %s; want text' % (k, type(v).__name__))
+            if "\x00" in v:
+                raise SpoolError('spec\'s "env" value of %s holds a NUL byte' % k)
+        if env:
+            out["env"] = dict(env)
+    ns = _timeout_ns(timeout)
+    if ns:
+        out["timeout"] = _go_duration(ns)
+    if attempts is not None:
+        if not isinstance(attempts, int) or isinstance(attempts, bool):
+            raise SpoolError('spec\'s "attempts" is %s; want a whole number from 1 to %d' % (json.dumps(attempts), MAX_ATTEMPTS))
+        if not 0 <= attempts <= MAX_ATTEMPTS:
+            raise SpoolError('spec\'s "attempts" is %d; want 1 to %d' % (attempts, MAX_ATTEMPTS))
+        if attempts:  # 0 means 1, as in a document
+            out["attempts"] = attempts
+    return out
+
+
+# --- durations: the spool's one grammar ----------------------------------------
+
+_NS = {"ns": 1, "us": 10**3, "\u00b5s": 10**3, "\u03bcs": 10**3, "ms": 10**6, "s": 10**9, "m": 60 * 10**9,
+       "h": 3600 * 10**9}
+_DECIMAL = re.compile(r"\A(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)\Z")
+_GO_PART = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:ns|us|\u00b5s|\u03bcs|ms|s|m|h)"
+_GO_TEXT = re.compile(r"\A[-+]?(?:0|(?:%s)+)\Z" % _GO_PART)
+_MAX_NS = (1 << 63) - 1  # what Go's time.Duration holds
+
+
+def _parse_duration(s):
+    """Nanoseconds of s in the grammar of Go's spool.ParseDuration (one for
+    the spec's timeout and every flag): Go's text (45m, 1h30m, 500ms),
+    days (7d, 1.5d), or seconds (90, 2.5); never negative, never more than
+    a Go duration holds."""
+    from fractions import Fraction
+    num, unit = s, 10**9
+    if s.endswith("d"):
+        num, unit = s[:-1], 86400 * 10**9
+    if _DECIMAL.match(num):
+        ns = int(Fraction(num) * unit)
+        if ns > _MAX_NS:
+            raise SpoolError("duration %s is out of range" % json.dumps(s))
+        return ns
+    if not _GO_TEXT.match(s):
+        raise SpoolError("duration %s: want text like 45m, 2h, 7d or a number of seconds" % json.dumps(s))
+    ns = int(sum(Fraction(n) * _NS[u] for n, u in re.findall(r"([0-9.]+)([^0-9.]+)", s.lstrip("+-"))))
+    if ns > _MAX_NS:
+        raise SpoolError("duration %s: want text like 45m, 2h, 7d or a number of seconds" % json.dumps(s))
+    if s.startswith("-") and ns:
+        raise SpoolError("duration %s is negative" % json.dumps(s))
+    return ns
+
+
+def _timeout_ns(timeout):
+    """The spec's timeout in nanoseconds (0: none) from seconds or text."""
+    if timeout is None or timeout == "":
+        return 0
+    if isinstance(timeout, str):
+        return _parse_duration(timeout)
+    if not _is_number(timeout):
+        raise SpoolError("duration %s: want text like 45m, 2h, 7d or a number of seconds" % json.dumps(timeout))
+    if timeout != timeout or timeout < 0 or timeout * 10**9 >= _MAX_NS:
+        raise SpoolError("duration %s is out of range" % timeout)
+    return int(timeout * 10**9)
+
+
+def _go_duration(ns):
+    """ns as Go's time.Duration.String() writes it (45m0s, 1.5ms): the
+    spec's timeout is Go's text (docs/spool-format.md)."""
+    def frac(v, prec):
+        whole, rest = divmod(v, 10**prec)
+        digits = ("%0*d" % (prec, rest)).rstrip("0")
+        return "%d%s" % (whole, "." + digits if digits else "")
+    if ns < 10**3:
+        return "%dns" % ns if ns else "0s"
+    if ns < 10**6:
+        return frac(ns, 3) + "\u00b5s"
+    if ns < 10**9:
+        return frac(ns, 6) + "ms"
+    secs, rest = divmod(ns, 10**9)
+    out = frac(secs % 60 * 10**9 + rest, 9) + "s"
+    if secs >= 60:
+        out = "%dm" % (secs // 60 % 60) + out
+    if secs >= 3600:
+        out = "%dh" % (secs // 3600) + out
+    return out
+
+
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
                "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tb": 1 << 40,
                "tib": 1 << 40}
 
 
 def _size(s):
-    m = re.match(r"\s*([0-9.]+)\s*([A-Za-z]*)\s*\Z", s)
-    if not m or m.group(2).lower() not in _SIZE_UNITS:
+    """A size as Go's spool.ParseSize reads it, with its words."""
+    m = re.match(r"([0-9.]*)(.*)\Z", s.strip(), re.S)
+    num, unit = m.group(1), m.group(2).strip().lower()
+    if not re.match(r"\A(?:[0-9]+\.?[0-9]*|\.[0-9]+)\Z", num):
         raise SpoolError("size %s: want bytes, or a number with k, M, G or T (powers of 1024)" % json.dumps(s))
-    return int(float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()])
+    if unit not in _SIZE_UNITS:
+        raise SpoolError("size %s: unknown unit %s (k, M, G or T)" % (json.dumps(s), json.dumps(m.group(2).strip())))
+    n = float(num) * _SIZE_UNITS[unit]
+    if n > (1 << 62):
+        raise SpoolError("size %s: too large" % json.dumps(s))
+    return int(n)
 
 
 def _fmt_size(n):
@@ -381,9 +512,24 @@ def _check_floor(root, environ=None):
     64 MiB, 1 % or 1,000 inodes free, or what $SPOOL_MIN_FREE,
     $SPOOL_MIN_FREE_PERCENT and $SPOOL_MIN_FREE_INODES say (0: off)."""
     env = os.environ if environ is None else environ
-    floor_bytes = _size(env.get("SPOOL_MIN_FREE") or "64MiB")
-    floor_pct = float((env.get("SPOOL_MIN_FREE_PERCENT") or "1").rstrip("%"))
-    floor_inodes = int(env.get("SPOOL_MIN_FREE_INODES") or "1000")
+    floor_bytes, floor_pct, floor_inodes = 64 << 20, 1.0, 1000
+    v = env.get("SPOOL_MIN_FREE")
+    if v:
+        try:
+            floor_bytes = _size(v)
+        except SpoolError as e:
+            raise SpoolError("$SPOOL_MIN_FREE: %s" % e) from None
+    v = env.get("SPOOL_MIN_FREE_PERCENT")
+    if v:
+        n = v[:-1] if v.endswith("%") else v
+        if not re.match(r"\A(?:[0-9]+\.?[0-9]*|\.[0-9]+)\Z", n) or float(n) > 100:
+            raise SpoolError("$SPOOL_MIN_FREE_PERCENT %s: want 0 to 100" % json.dumps(v))
+        floor_pct = float(n)
+    v = env.get("SPOOL_MIN_FREE_INODES")
+    if v:
+        if not re.match(r"\A[0-9]+\Z", v):
+            raise SpoolError("$SPOOL_MIN_FREE_INODES %s: want a count" % json.dumps(v))
+        floor_inodes = int(v)
     try:
         st = os.statvfs(root)
     except OSError:

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -192,7 +193,9 @@ func (a *app) submitBatch(name string) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), spool.MaxDocument+1)
 	var specs []*spool.Spec
-	for n := 1; sc.Scan(); n++ {
+	n := 0
+	for sc.Scan() {
+		n++
 		line := sc.Bytes()
 		if len(strings.TrimSpace(string(line))) == 0 {
 			continue
@@ -207,6 +210,9 @@ func (a *app) submitBatch(name string) error {
 		specs = append(specs, sp)
 	}
 	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return bad("batch %s: line %d: larger than %d bytes; nothing was queued", name, n+1, spool.MaxDocument)
+		}
 		return bad("batch %s: %v; nothing was queued", name, err)
 	}
 	if len(specs) == 0 {
@@ -241,7 +247,8 @@ func (a *app) readInput(name string) ([]byte, error) {
 	}
 	defer r.Close()
 	b, err := io.ReadAll(io.LimitReader(r, spool.MaxDocument+1))
-	if err == nil && len(b) > spool.MaxDocument && name != "-" {
+	if err == nil && len(b) > spool.MaxDocument {
+		// Stdin too: cut at the limit, it would queue a part of a script.
 		err = fmt.Errorf("larger than %d bytes", spool.MaxDocument)
 	}
 	return b, err

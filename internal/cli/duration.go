@@ -2,32 +2,18 @@ package cli
 
 import (
 	"flag"
-	"fmt"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/vmspool/vmspool/spool"
 )
 
-// ParseDuration reads a duration the way every command takes one: Go's
-// text (45m, 1h30m, 500ms), a number of days (7d), or a number of seconds
-// (90, 2.5). A negative duration is refused. One grammar for all four
-// commands, so that what `spool gc --older 7d` takes a daemon's flag takes
-// too.
-func ParseDuration(s string) (time.Duration, error) {
-	if n, ok := strings.CutSuffix(s, "d"); ok {
-		if f, err := strconv.ParseFloat(n, 64); err == nil && f >= 0 {
-			return time.Duration(f * float64(24*time.Hour)), nil
-		}
-	}
-	if f, err := strconv.ParseFloat(s, 64); err == nil && f >= 0 {
-		return time.Duration(f * float64(time.Second)), nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
-		return 0, fmt.Errorf("duration %q: want text like 45m, 2h, 7d or a number of seconds", s)
-	}
-	return d, nil
-}
+// ParseDuration reads a duration the way every command takes one, in
+// the spool's one grammar (spool.ParseDuration): Go's text (45m, 1h30m,
+// 500ms), a number of days (7d), or a number of seconds (90, 2.5). A
+// negative duration is refused. One grammar for all four commands and
+// the spec's timeout, so that what `spool gc --older 7d` takes a
+// daemon's flag and a spec take too.
+func ParseDuration(s string) (time.Duration, error) { return spool.ParseDuration(s) }
 
 // durationValue is a flag.Value with ParseDuration's grammar.
 type durationValue struct{ d *time.Duration }

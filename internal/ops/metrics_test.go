@@ -238,7 +238,7 @@ func TestWriteTextfileLoop(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no textfile after 5s: %q", b)
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // the poll of the wait
 	}
 	m.Claimed(time.Millisecond)
 	cancel()
@@ -261,7 +261,7 @@ func TestWriteTextfileLoopReportsEachErrorOnce(t *testing.T) {
 		WriteTextfileLoop(ctx, NewRegistry("spoold", false), path, time.Millisecond, func(error) { n++ })
 		close(done)
 	}()
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // the point: a window of about 50 tries, of which only the first may report
 	cancel()
 	<-done
 	if n != 1 {

@@ -150,7 +150,7 @@ func TestPulse(t *testing.T) {
 	if err := check(); err != nil {
 		t.Fatalf("fresh pulse: %v", err)
 	}
-	time.Sleep(80 * time.Millisecond)
+	time.Sleep(80 * time.Millisecond) // the point: the pulse grows older than the check's 50 ms
 	if err := check(); err == nil {
 		t.Fatal("pulse not beaten for 80ms passed a 50ms check")
 	}
