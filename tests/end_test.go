@@ -11,7 +11,6 @@ package tests
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -245,7 +244,7 @@ type endWatcher struct {
 }
 
 // endWatch starts a watcher; with ready, it returns once the watcher (the
-// watchd process, the Python client's child) has its inotify watch: its
+// watchd process, the Python client's child) has its inotify instance: its
 // start, which it stamps first of all, is behind it.
 func endWatch(t *testing.T, dir, chat, job string, python, ready bool) *endWatcher {
 	t.Helper()
@@ -275,13 +274,14 @@ for ev in vmspool.follow(sys.argv[3], sys.argv[4] or None, spool=sys.argv[2], ti
 	}
 	w := &endWatcher{name: name, p: p}
 	if ready {
-		eventually(t, 10*time.Second, 2*time.Millisecond, name+" to watch", func() bool {
-			pid := p.cmd.Process.Pid
-			if python {
-				pid = childNamed(pid, "watchd")
-			}
-			return pid > 0 && hasInotifyWatch(pid)
-		})
+		pid := p.cmd.Process.Pid
+		if python {
+			eventually(t, 10*time.Second, 2*time.Millisecond, name+"'s watchd", func() bool {
+				pid = childNamed(p.cmd.Process.Pid, "watchd")
+				return pid > 0
+			})
+		}
+		watchdWaitWatching(t, pid)
 	}
 	return w
 }
@@ -343,20 +343,6 @@ func childNamed(parent int, name string) int {
 		}
 	}
 	return 0
-}
-
-// hasInotifyWatch says whether pid holds an inotify descriptor with a
-// watch on it.
-func hasInotifyWatch(pid int) bool {
-	dir := fmt.Sprintf("/proc/%d/fdinfo", pid)
-	ents, _ := os.ReadDir(dir)
-	for _, e := range ents {
-		b, _ := os.ReadFile(filepath.Join(dir, e.Name()))
-		if bytes.Contains(b, []byte("inotify wd:")) {
-			return true
-		}
-	}
-	return false
 }
 
 // endClaim claims job as worker, process pid of this host, and begins
