@@ -46,6 +46,12 @@ type Progress struct {
 	Error    *string   `json:"error"`
 	Attempt  int       `json:"attempt,omitempty"`
 	Worker   string    `json:"worker,omitempty"`
+	// Written is when the document was written, not rounded (Updated is
+	// the same instant rounded to 10 ms): a watcher's stamp guard reads it
+	// in Updated's place when it is there (invariant 7), so that a run's
+	// last document, written before its result, is never accepted by a
+	// watcher that started after the result, however soon after.
+	Written float64 `json:"written,omitempty"`
 }
 
 // Add appends an event to the document's latest events, and moves seq,
@@ -103,7 +109,8 @@ func (s *Spool) WriteProgressN(p *Progress) (int, error) {
 	if err := CheckChatID(p.Chat); err != nil {
 		return 0, err
 	}
-	p.Updated = Round2(Stamp(s.Now()))
+	p.Written = Stamp(s.Now())
+	p.Updated = Round2(p.Written)
 	if p.Events == nil {
 		p.Events = []Event{}
 	}

@@ -116,7 +116,7 @@ func (c *Config) fill() error {
 		c.Workers = 1
 	}
 	if c.Lease <= 0 {
-		c.Lease = 30 * time.Second
+		c.Lease = spool.DefaultLease
 	}
 	if c.Lease < 100*time.Millisecond {
 		return fmt.Errorf("spoold: lease %v is too short (at least 100ms)", c.Lease)

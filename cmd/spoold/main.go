@@ -146,7 +146,7 @@ func parseFlags(args []string) (f flags, err error) {
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&f.dir, "spool", "", "the spool `DIR` (default $SPOOL_DIR, $JOBS_DIR, then the system default)")
 	fs.IntVar(&f.workers, "workers", 1, "jobs run at once by this daemon")
-	cli.DurationVar(fs, &f.lease, "lease", 30*time.Second, "lease; heartbeat every lease/3, recovery every lease")
+	cli.DurationVar(fs, &f.lease, "lease", spool.DefaultLease, "lease; heartbeat every lease/3, recovery every lease")
 	cli.DurationVar(fs, &f.grace, "grace", 10*time.Second, "how long a shutdown waits for running jobs")
 	cli.DurationVar(fs, &f.killGrace, "kill-grace", 5*time.Second, "between SIGTERM and SIGKILL to a job's process group")
 	fs.StringVar(&f.host, "host", "", "this host's name in leases (default the host name)")
