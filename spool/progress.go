@@ -24,6 +24,9 @@ type Question struct {
 	Text    string   `json:"text"`
 	Options []string `json:"options"`
 	Asked   float64  `json:"asked"`
+	// AllowEmpty: an empty answer answers it (`spool ask --allow-empty`);
+	// otherwise an empty answer is refused (CheckAnswer).
+	AllowEmpty bool `json:"allow_empty,omitempty"`
 }
 
 // Progress is progress/<chat>: the live state of the chat's current run,
@@ -72,7 +75,7 @@ func (p *Progress) Add(ev Event) {
 	p.Events = append(p.Events, ev)
 	switch ev.Type {
 	case EventQuestion:
-		p.Question = &Question{ID: ev.ID, Text: ev.Text, Options: ev.Options, Asked: ev.At}
+		p.Question = &Question{ID: ev.ID, Text: ev.Text, Options: ev.Options, Asked: ev.At, AllowEmpty: ev.AllowEmpty}
 		if p.Question.Options == nil {
 			p.Question.Options = []string{}
 		}
@@ -192,7 +195,7 @@ func (p *Progress) clip() {
 	if q := p.Question; q != nil {
 		ev := Event{ID: q.ID, Text: q.Text, Options: q.Options}
 		ev.clipEncoded()
-		p.Question = &Question{ID: ev.ID, Text: ev.Text, Options: ev.Options, Asked: q.Asked}
+		p.Question = &Question{ID: ev.ID, Text: ev.Text, Options: ev.Options, Asked: q.Asked, AllowEmpty: q.AllowEmpty}
 		if p.Question.Options == nil {
 			p.Question.Options = []string{}
 		}

@@ -168,7 +168,7 @@ func (r *run) preflight(prev *spool.Lease) *os.File {
 	if r.sp.Script != nil {
 		// The gate decides before anything of the script runs; a refusal
 		// is the attempt's whole story: a gate event and the end.
-		if v := d.decide(*r.sp.Script); !v.Allowed {
+		if v := d.decide(*r.sp.Script, r.sp.Env[CommitToolEnv]); !v.Allowed {
 			specLock.Close()
 			r.event(spool.Event{Type: spool.EventGate, Text: v.Message})
 			r.log.WithField("reason", v.Reason).Warn("gate refused the script")
@@ -328,11 +328,11 @@ func (r *run) lockSpec(prev *spool.Lease) *os.File {
 	}
 }
 
-func (d *Daemon) decide(script string) Verdict {
+func (d *Daemon) decide(script, commitTool string) Verdict {
 	if d.cfg.Gate == nil {
 		return Verdict{Reason: "policy", Message: "spoold has no script gate: scripts are refused. Nothing ran."}
 	}
-	return d.cfg.Gate(script)
+	return d.cfg.Gate(script, commitTool)
 }
 
 // loop waits for the job's end, relaying its events, heartbeating its

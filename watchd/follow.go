@@ -251,7 +251,7 @@ func (f *Follower) event(job string, ev *spool.Event) (Output, bool) {
 		if ev.ID != "" && f.asked[ev.ID] {
 			return o, false
 		}
-		q := &spool.Question{ID: ev.ID, Text: ev.Text, Options: ev.Options, Asked: ev.At}
+		q := &spool.Question{ID: ev.ID, Text: ev.Text, Options: ev.Options, Asked: ev.At, AllowEmpty: ev.AllowEmpty}
 		o.Kind, o.Question, o.Text = Question, q, QuestionLine(ev.Text, ev.Options)
 	case spool.EventAnswer:
 		o.Kind, o.Text = Answer, "answered: "+ev.Text

@@ -260,11 +260,19 @@ func openSpool(dir string) (*spool.Spool, error) {
 }
 
 // gateFunc adapts the vmgate package to spoold's Gate, counting each
-// decision.
-func gateFunc(gate *vmgate.Gate, m *ops.GateMetrics) spoold.Gate {
-	return func(script string) spoold.Verdict {
+// decision. A job whose spec names its client's commit tool (a tool's
+// name: vmgate.ValidToolName) is refused in a message naming that one; the
+// decision is the same gate's, rules and all.
+func gateFunc(gate *vmgate.Gate, m *ops.GateMetrics, opts ...vmgate.Option) spoold.Gate {
+	return func(script, commitTool string) spoold.Verdict {
 		began := time.Now()
-		v := gate.Check(script)
+		g := gate
+		if commitTool != "" && vmgate.ValidToolName(commitTool) {
+			if named, err := vmgate.New(append(opts[:len(opts):len(opts)], vmgate.WithCommitTool(commitTool))...); err == nil {
+				g = named
+			}
+		}
+		v := g.Check(script)
 		r, git := "", ""
 		if v.Reason != nil {
 			r = *v.Reason
