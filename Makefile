@@ -39,7 +39,8 @@ test: fmt-check vet build
 # What some tests need beyond Go and Python, from Debian's packages, as
 # root (CI runs it); elsewhere it says what is missing, and those tests
 # skip: chromium (the live page's browser test), python3-pydantic (the Open
-# WebUI tools), logrotate (dist/logrotate), openssh-server and sshfs (many
+# WebUI tools; python3-uvloop runs their tests on Open WebUI's loop, else
+# asyncio's, saying so), logrotate (dist/logrotate), openssh-server and sshfs (many
 # hosts over sshfs from a loopback sshd), lintian (the package),
 # debootstrap and systemd-container (the units under systemd, TestSystemd);
 # and the engines of the many-hosts proof (scripts/engines/: GlusterFS,
@@ -49,6 +50,7 @@ test-deps:
 	@missing=; \
 	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
 	python3 -c 'import pydantic' 2>/dev/null || /usr/bin/python3 -c 'import pydantic' 2>/dev/null || missing="$$missing python3-pydantic"; \
+	python3 -c 'import uvloop' 2>/dev/null || /usr/bin/python3 -c 'import uvloop' 2>/dev/null || missing="$$missing python3-uvloop"; \
 	command -v logrotate >/dev/null || [ -x /usr/sbin/logrotate ] || missing="$$missing logrotate"; \
 	[ -x /usr/sbin/sshd ] || missing="$$missing openssh-server"; \
 	command -v sshfs >/dev/null || missing="$$missing sshfs"; \

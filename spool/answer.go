@@ -2,7 +2,12 @@ package spool
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+	"syscall"
 )
 
 // Names inside chats/<chat>/.
@@ -68,3 +73,152 @@ func (s *Spool) ReadAnswer(chat string) (*Answer, error) {
 
 // ChatDir returns the name of chats/<chat> in the tree.
 func ChatDir(chat string) string { return ChatsDir + "/" + chat }
+
+// Why an answer is not taken (AnswerQuestion). Each is wrapped with the
+// chat and the question, in one line a person can act on.
+var (
+	// ErrNoQuestion: the chat's run asks nothing now (no run, a run that
+	// ended, or another question than the one named is open).
+	ErrNoQuestion = errors.New("no question is open")
+	// ErrAnswered: the open question has an answer already; the first
+	// answer wins, from wherever it came.
+	ErrAnswered = errors.New("already answered")
+	// ErrBadAnswer: the text does not answer the question (not one of its
+	// options, empty where the question needs a word, too long).
+	ErrBadAnswer = errors.New("not an answer to the question")
+)
+
+// CheckAnswer returns the answer text that q takes for text, or an error
+// wrapping ErrBadAnswer: the one rule every answerer applies (`spool
+// answer`, watchd's page, the Open WebUI tools through them).
+//
+//   - An answer to a question with options is one of them: as written, or
+//     the option it names whatever its case and surrounding spaces ("Yes"
+//     answers "yes"), given back as the option is written.
+//   - An empty answer (nothing but spaces) is taken only by a question
+//     that allows it (AllowEmpty, `spool ask --allow-empty`), and is then
+//     the empty string.
+//   - An answer is at most MaxEventText bytes: it is relayed as an event.
+func CheckAnswer(q *Question, text string) (string, error) {
+	if strings.TrimSpace(text) == "" {
+		if q.AllowEmpty {
+			return "", nil
+		}
+		return "", fmt.Errorf("%w: an empty answer is not taken (this question needs one)", ErrBadAnswer)
+	}
+	if len(text) > MaxEventText {
+		return "", fmt.Errorf("%w: the answer is %d bytes, more than the %d an answer may be", ErrBadAnswer, len(text), MaxEventText)
+	}
+	if len(q.Options) == 0 {
+		return text, nil
+	}
+	for _, o := range q.Options {
+		if o == text {
+			return o, nil
+		}
+	}
+	for _, o := range q.Options {
+		if strings.EqualFold(strings.TrimSpace(o), strings.TrimSpace(text)) {
+			return o, nil
+		}
+	}
+	return "", fmt.Errorf("%w: %q is not one of its options (%s)", ErrBadAnswer, clip(text, 80), strings.Join(q.Options, ", "))
+}
+
+// AnswerQuestion answers the open question of the chat's run, as `spool
+// answer` and watchd's page do: progress/<chat> says which question is
+// open; qid, when given, must name it (a person answers what they read);
+// the text must answer it (CheckAnswer); and the first answer wins: an
+// answer.json that answers this question of this run already is kept, and
+// this one refused (ErrAnswered). It returns the answer written.
+//
+// Two answerers on one host are kept apart by a lock on the chat's
+// directory, held from the read of answer.json to the write of the new
+// one. Across hosts of a shared filesystem whose locks do not reach the
+// others (flock on sshfs), two answers in the same instant may both be
+// written and the later one kept; what the run takes is still one answer,
+// the one spoold relays into its events.
+func (s *Spool) AnswerQuestion(chat, qid, text string) (*Answer, error) {
+	if err := CheckChatID(chat); err != nil {
+		return nil, err
+	}
+	if qid != "" {
+		if err := CheckQuestionID(qid); err != nil {
+			return nil, err
+		}
+	}
+	p, err := s.ReadProgress(chat)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("chat %s: %w (no run in progress)", chat, ErrNoQuestion)
+	}
+	if err != nil {
+		return nil, err
+	}
+	q := p.Question
+	switch {
+	case q == nil || p.Done:
+		return nil, fmt.Errorf("chat %s: %w (job %s is %s)", chat, ErrNoQuestion, p.Job, p.State)
+	case qid != "" && q.ID != qid:
+		return nil, &answerError{fmt.Sprintf("chat %s: question %s is not open (the open one is %s: %s)", chat, qid, q.ID, flat(q.Text)), ErrNoQuestion}
+	}
+	text, err = CheckAnswer(q, text)
+	if err != nil {
+		return nil, fmt.Errorf("chat %s: question %s: %w", chat, q.ID, err)
+	}
+	if err := s.mkdir(ChatsDir); err != nil {
+		return nil, chatError(chat, "", s.plain(ChatsDir, true, err))
+	}
+	dir, err := s.subRoot(ChatDir(chat), true)
+	if err != nil {
+		return nil, chatError(chat, "answer", s.plain(ChatDir(chat), true, err))
+	}
+	defer dir.Close()
+	unlock := lockDir(dir)
+	defer unlock()
+	b, _, err := readFile(dir, AnswerFile, MaxDocument)
+	if err == nil {
+		var prev Answer
+		if json.Unmarshal(b, &prev) == nil && prev.Question == q.ID && (prev.Job == "" || prev.Job == p.Job) {
+			return nil, fmt.Errorf("chat %s: question %s: %w (%q)", chat, q.ID, ErrAnswered, clip(flat(prev.Answer), 80))
+		}
+	}
+	a := &Answer{Job: p.Job, Question: q.ID, Answer: text, At: Now()}
+	b, err = json.Marshal(a)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeFile(dir, AnswerFile, append(b, '\n')); err != nil {
+		return nil, fmt.Errorf("chat %s: answer: %w", chat, err)
+	}
+	return a, nil
+}
+
+// answerError is a refusal whose message says it all, and which still
+// is one of the Err* above for errors.Is.
+type answerError struct {
+	msg  string
+	kind error
+}
+
+func (e *answerError) Error() string { return e.msg }
+func (e *answerError) Unwrap() error { return e.kind }
+
+// lockDir takes an exclusive flock of dir itself (never of a name in it:
+// chats/<chat>/lock is the running daemon's) and returns its release. A
+// filesystem without flock leaves it unlocked: the lock narrows a race,
+// it is not what makes an answer valid.
+func lockDir(dir *os.Root) (unlock func()) {
+	f, err := openDir(dir, ".")
+	if err != nil {
+		return func() {}
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return func() {}
+	}
+	return func() { f.Close() }
+}
+
+// flat is s with its runs of white space, newlines included, made one
+// space, for a message of one line.
+func flat(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -22,7 +22,7 @@ func inode(t *testing.T, s *Spool, name string) uint64 {
 }
 
 // Whoever queues a job, gives it back, or asks to cancel it rings after;
-// a job's end takes its bell.
+// a job's end (spool.End, resumed or not) takes its bell.
 func TestWritersRing(t *testing.T) {
 	s := testSpool(t)
 	spec := func() *Spec { return &Spec{Chat: "c", Argv: []string{"true"}} }
@@ -61,15 +61,23 @@ func TestWritersRing(t *testing.T) {
 		t.Fatalf("Requeue: %v %v; rung %v", ok, err, rung(s, job))
 	}
 	l = claim(job)
-	if err := s.FinishAs(&Result{Job: job, Chat: "c", State: Failed}, l); err != nil || rung(s, job) {
-		t.Fatalf("FinishAs: %v; rung %v", err, rung(s, job))
+	if err := s.End(Ending{Result: &Result{Job: job, Chat: "c", State: Failed}, Lease: l, Worker: "w"}); err != nil || rung(s, job) {
+		t.Fatalf("End: %v; rung %v", err, rung(s, job))
 	}
 	if _, err := s.RequeueEnded(job); err != nil || !rung(s, job) {
 		t.Fatalf("RequeueEnded: %v; rung %v", err, rung(s, job))
 	}
-	claim(job)
-	if err := s.Finish(&Result{Job: job, Chat: "c", State: Done}); err != nil || rung(s, job) {
-		t.Fatalf("Finish: %v; rung %v", err, rung(s, job))
+	// An end resumed after a crash left only the lease to remove takes
+	// the bell too.
+	l = claim(job)
+	if err := s.End(Ending{Result: &Result{Job: job, Chat: "c", State: Done}, Lease: l, Worker: "w", crashAfter: 4}); err == nil {
+		t.Fatal("End did not stop half-way")
+	}
+	if !rung(s, job) {
+		t.Fatal("an end stopped before its last step took the bell")
+	}
+	if err := s.End(Ending{Result: &Result{Job: job, Chat: "c", State: Failed}, Lease: l, Worker: "w"}); err != nil || rung(s, job) {
+		t.Fatalf("End resumed: %v; rung %v", err, rung(s, job))
 	}
 }
 

@@ -57,10 +57,12 @@ type Event struct {
 	// answer).
 	ID      string   `json:"id,omitempty"`
 	Options []string `json:"options,omitempty"`
-	Attempt int      `json:"attempt,omitempty"`
-	Worker  string   `json:"worker,omitempty"`
-	Exit    *int     `json:"exit,omitempty"`
-	State   State    `json:"state,omitempty"`
+	// AllowEmpty marks a question an empty answer answers.
+	AllowEmpty bool   `json:"allow_empty,omitempty"`
+	Attempt    int    `json:"attempt,omitempty"`
+	Worker     string `json:"worker,omitempty"`
+	Exit       *int   `json:"exit,omitempty"`
+	State      State  `json:"state,omitempty"`
 }
 
 // AppendEvent appends one event to <job>.events as one line in one

@@ -29,7 +29,7 @@ func Example() {
 
 	s.AppendEvent(job, spool.Event{Text: "dumping the database"})
 	zero := 0
-	s.Finish(&spool.Result{Job: job, Chat: "nightly", State: spool.Done, Exit: &zero, Attempt: lease.Attempt})
+	s.End(spool.Ending{Result: &spool.Result{Job: job, Chat: "nightly", State: spool.Done, Exit: &zero, Attempt: lease.Attempt}, Lease: lease})
 	st, _ = s.State(job)
 	fmt.Println(job, st)
 	// Output:

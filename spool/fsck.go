@@ -62,8 +62,29 @@ type FsckOptions struct {
 	// submission (default 1h), and DeadClaim the age past which an empty
 	// or unparsable lease is a claimer that died (default 1m).
 	Grace, DeadClaim time.Duration
-	// DefaultLease judges a lease that records no lease_s (default 5m).
-	DefaultLease time.Duration
+	// Lease is the longest lease believed (default DefaultLease): a
+	// lease's own lease_s counts up to it and no further, and a lease
+	// that records none (or no positive one) counts as it, as spoold
+	// bounds lease_s by its --lease. Give it the --lease spoold runs with:
+	// a lease is a document anyone who can write the spool can plant, and
+	// one with a lease_s of 10^9 s would otherwise never be judged dead.
+	Lease time.Duration
+}
+
+// DefaultLease is spoold's lease when none is given (its --lease), and
+// the longest lease fsck believes unless told otherwise.
+const DefaultLease = 30 * time.Second
+
+// fsckWorker is the worker fsck ends jobs as, in their end events and
+// the lease it claims a job with.
+const fsckWorker = "fsck"
+
+// lease is the lease fsck claims a job with, to end it: this process,
+// judged as any worker's lease is.
+func (o *FsckOptions) lease(chat string) Lease {
+	pid := os.Getpid()
+	pst, _ := ProcessStart(pid)
+	return Lease{Worker: fsckWorker, Host: o.Host, PID: pid, PIDStart: pst, Boot: o.Boot, LeaseS: o.Lease.Seconds(), Chat: chat}
 }
 
 func (o *FsckOptions) defaults() {
@@ -85,8 +106,8 @@ func (o *FsckOptions) defaults() {
 	if o.DeadClaim <= 0 {
 		o.DeadClaim = time.Minute
 	}
-	if o.DefaultLease <= 0 {
-		o.DefaultLease = 5 * time.Minute
+	if o.Lease <= 0 {
+		o.Lease = DefaultLease
 	}
 }
 
@@ -100,7 +121,8 @@ func (o *FsckOptions) defaults() {
 //     leaves .running; a second final document goes to corrupt/;
 //   - a lease whose worker is dead (same host: the pid is gone or reused
 //     and no process holds the spec's lock; any host: the heartbeat is
-//     older than lease_s): queued again while attempts remain, else
+//     older than lease_s, believed up to Lease): its end finished if it
+//     records one, else queued again while attempts remain, else
 //     ended failed "worker W died", the rule spoold follows;
 //   - a temporary (a dot name) older than TempAge: removed;
 //   - a document that does not parse: moved to corrupt/ with a .why; a
@@ -196,18 +218,30 @@ func (s *Spool) fsckJob(job string, f Files, opt FsckOptions, add func(Finding, 
 				if st == Running {
 					return "", errors.New("the job is running: left to its worker")
 				}
+				// A queued job is claimed first, as spoold claims one it
+				// refuses: the claim's rename decides who ends it.
+				chat := s.LooseChat(job)
+				var l *Lease
+				if st == Queued {
+					var cerr error
+					if l, _, cerr = s.Claim(job, opt.lease(chat)); cerr != nil {
+						return "", cerr
+					} else if l == nil {
+						return "", errors.New("taken over meanwhile")
+					}
+				}
 				dst, err := s.Quarantine(name, "fsck: "+oneLine(err))
 				if err != nil {
 					return "", err
 				}
 				what := "moved to " + CorruptDir + "/" + dst
 				if st == Queued || st == New {
-					r := &Result{Job: job, State: Failed}
-					r.Errorf("spec does not parse (moved to %s/%s)", CorruptDir, dst)
-					if err := s.Finish(r); err != nil {
-						return what, err
+					r := &Result{Job: job, Chat: chat, State: Failed, Worker: fsckWorker}
+					if l != nil {
+						r.Attempt, r.First, r.Started = l.Attempt, l.First, l.Claimed
 					}
-					if err := removeName(s.root, job+ExtReady); err != nil {
+					r.Errorf("spec does not parse (moved to %s/%s)", CorruptDir, dst)
+					if err := s.End(Ending{Result: r, Lease: l, Worker: fsckWorker}); err != nil {
 						return what, err
 					}
 					what += "; job ended failed"
@@ -231,7 +265,9 @@ func (s *Spool) fsckJob(job string, f Files, opt FsckOptions, add func(Finding, 
 				if sp, err := s.ReadSpec(job); err == nil {
 					r.Chat = sp.Chat
 				}
-				return "moved to " + CorruptDir + "/" + dst + "; replaced by a failed result", s.Finish(r)
+				// A repair, not an end: the job's end event was written
+				// when it ended, and its lease is long gone.
+				return "moved to " + CorruptDir + "/" + dst + "; replaced by a failed result", s.writeResult(r)
 			})
 		}
 	case st == Running:
@@ -318,9 +354,9 @@ func (s *Spool) fsckLease(job string, opt FsckOptions, add func(Finding, func() 
 	why := ""
 	known, alive := l.Alive(opt.Host, opt.Boot)
 	beat := opt.Now.Sub(fi.ModTime())
-	ls := l.Duration()
-	if ls <= 0 {
-		ls = opt.DefaultLease
+	ls := opt.Lease
+	if l.LeaseS > 0 && l.LeaseS < opt.Lease.Seconds() {
+		ls = l.Duration()
 	}
 	switch {
 	case known && !alive:
@@ -336,6 +372,11 @@ func (s *Spool) fsckLease(job string, opt FsckOptions, add func(Finding, func() 
 		return
 	}
 	add(Finding{Kind: FindDeadLease, Job: job, Name: name, Text: why}, func() (string, error) {
+		if r := l.Ending; r != nil {
+			// Its worker died while it ended the job: the end is
+			// finished as it was begun.
+			return "finished its end: " + string(r.State), s.End(Ending{Result: r, Lease: l, Worker: fsckWorker})
+		}
 		max, chat := 1, l.Chat
 		if sp, err := s.ReadSpec(job); err == nil {
 			max, chat = sp.MaxTries(), sp.Chat
@@ -349,7 +390,7 @@ func (s *Spool) fsckLease(job string, opt FsckOptions, add func(Finding, func() 
 		}
 		r := &Result{Job: job, Chat: chat, State: Failed, Started: l.Claimed, Attempt: l.Attempt, First: l.First, Worker: l.Worker}
 		r.Errorf("worker %s died", l.Worker)
-		return "ended failed: worker " + l.Worker + " died", s.Finish(r)
+		return "ended failed: worker " + l.Worker + " died", s.End(Ending{Result: r, Lease: l, Worker: fsckWorker})
 	})
 }
 

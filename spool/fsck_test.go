@@ -28,7 +28,7 @@ func TestFsckClean(t *testing.T) {
 	id, _ := s.Submit(argvSpec("c", "x"))
 	id2, _ := s.Submit(argvSpec("d", "x"))
 	l, _, _ := s.Claim(id2, Lease{Worker: "w", Host: "h", PID: os.Getpid()})
-	s.Finish(&Result{Job: id2, Chat: "d", State: Done, Attempt: l.Attempt})
+	s.End(Ending{Result: &Result{Job: id2, Chat: "d", State: Done, Attempt: l.Attempt}, Lease: l})
 	s.WriteProgress(&Progress{Job: id, Chat: "c"})
 	writeRaw(t, s, ".fresh.json123", "")
 	found, err := s.Fsck(FsckOptions{})
@@ -215,5 +215,41 @@ func TestFsckLiveLeases(t *testing.T) {
 	defer lock.Close()
 	if found, _ := s.Fsck(FsckOptions{}); len(found) != 0 {
 		t.Fatalf("live leases reported: %s", kinds(found))
+	}
+}
+
+// TestFsckLeaseBound: a lease's own lease_s is believed up to
+// FsckOptions.Lease, as spoold believes it up to its --lease: a planted
+// lease of 10^9 s on another host, its heartbeat a minute old, is dead by
+// the default (30 s), and alive by a lease of an hour; one that records
+// no lease_s is judged by Lease too.
+func TestFsckLeaseBound(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		lease string
+		opt   time.Duration
+		dead  bool
+	}{
+		{"a planted lease_s, by the default", `"lease_s":1e9`, 0, true},
+		{"a planted lease_s of 1e300", `"lease_s":1e300`, 0, true},
+		{"a planted lease_s, by a longer --lease", `"lease_s":1e9`, time.Hour, false},
+		{"no lease_s, by the default", `"lease_s":0`, 0, true},
+		{"a negative lease_s", `"lease_s":-5`, 0, true},
+		{"no lease_s, by a longer --lease", `"lease_s":0`, time.Hour, false},
+		{"a shorter lease_s is its own", `"lease_s":10`, time.Hour, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := testSpool(t)
+			writeRaw(t, s, "j.json", `{"chat":"c","argv":["x"]}`)
+			writeRaw(t, s, "j.running", `{"job":"j","worker":"w","host":"elsewhere","pid":1,"attempt":1,`+tc.lease+`}`)
+			old(t, s, "j.running", time.Minute)
+			found, err := s.Fsck(FsckOptions{Host: "h", Lease: tc.opt})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if dead := kinds(found) == FindDeadLease+":j.running"; dead != tc.dead {
+				t.Errorf("findings %q; want dead %v", kinds(found), tc.dead)
+			}
+		})
 	}
 }

@@ -15,8 +15,10 @@ func TestGC(t *testing.T) {
 		s.AppendEvent(id, Event{Text: "hi"})
 		lf, _ := s.OpenLog(id)
 		lf.Close()
-		s.Finish(&Result{Job: id, Chat: chat, State: st, Attempt: l.Attempt})
+		s.End(Ending{Result: &Result{Job: id, Chat: chat, State: st, Attempt: l.Attempt}, Lease: l})
 		old(t, s, id+st.Ext(), age)
+		// The end wrote the chat's progress under its lock, as any run
+		// does; the chat's files are aged below.
 		return id
 	}
 	oldDone := ended("a", Done, 8*24*time.Hour)
@@ -31,6 +33,9 @@ func TestGC(t *testing.T) {
 		old(t, s, "progress/"+c, 9*24*time.Hour)
 		s.WriteAnswer(c, &Answer{Job: "x", Question: "q", Answer: "y"})
 		old(t, s, "chats/"+c+"/answer.json", 9*24*time.Hour)
+		if c == "a" {
+			old(t, s, "chats/"+c+"/lock", 9*24*time.Hour)
+		}
 	}
 	// A chat whose lock is held (a daemon runs its job) is kept.
 	s.WriteAnswer("held", &Answer{Job: "x"})

@@ -33,6 +33,10 @@ type Lease struct {
 	// First is the first attempt of the current budget of attempts: 1, or
 	// the attempt that followed the last `spool requeue`.
 	First int `json:"first_attempt,omitempty"`
+	// Ending is the result of an end under way (End's first step): whoever
+	// finds the lease with it, its worker dead, finishes that end rather
+	// than judging the attempt anew.
+	Ending *Result `json:"ending,omitempty"`
 
 	// marker is what the marker held when this lease claimed it, and
 	// markerTime its mtime, so that Unclaim can put it back as it was.

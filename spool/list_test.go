@@ -19,7 +19,7 @@ func TestList(t *testing.T) {
 	d, _ := s.Submit(argvSpec("d", "x"))
 	l, _, _ := s.Claim(d, Lease{Worker: "w2", Host: "h", PID: 1, Chat: "d"})
 	zero := 0
-	s.Finish(&Result{Job: d, Chat: "d", State: Done, Exit: &zero, Attempt: l.Attempt})
+	s.End(Ending{Result: &Result{Job: d, Chat: "d", State: Done, Exit: &zero, Attempt: l.Attempt}, Lease: l})
 	retry, _ := s.Submit(&Spec{Chat: "retry", Argv: []string{"x"}, Attempts: 2})
 	l, _, _ = s.Claim(retry, Lease{Worker: "w3", Host: "h", PID: 1})
 	s.Requeue(l, time.Now().Add(time.Minute))

@@ -28,6 +28,7 @@ func TestOneOpen(t *testing.T) {
 		"openRegularAt": "the one protected open, by descriptor",
 		"openDir":       "the protected open of a directory",
 		"writeFile":     "the atomic write through an os.Root (internal/atomicfile, renameio's): a new temporary, O_CREAT|O_EXCL",
+		"writeSynced":   "writeFile without the directory's sync",
 		"writeAt":       "the atomic write by descriptor (internal/atomicfile): a new temporary, O_CREAT|O_EXCL|O_NOFOLLOW",
 		"Open":          "os.OpenRoot of the spool's own path, given by the operator",
 		"subRoot":       "a directory of the tree as an os.Root, lstat'd first",

@@ -24,6 +24,9 @@ type Question struct {
 	Text    string   `json:"text"`
 	Options []string `json:"options"`
 	Asked   float64  `json:"asked"`
+	// AllowEmpty: an empty answer answers it (`spool ask --allow-empty`);
+	// otherwise an empty answer is refused (CheckAnswer).
+	AllowEmpty bool `json:"allow_empty,omitempty"`
 }
 
 // Progress is progress/<chat>: the live state of the chat's current run,
@@ -43,6 +46,12 @@ type Progress struct {
 	Error    *string   `json:"error"`
 	Attempt  int       `json:"attempt,omitempty"`
 	Worker   string    `json:"worker,omitempty"`
+	// Written is when the document was written, not rounded (Updated is
+	// the same instant rounded to 10 ms): a watcher's stamp guard reads it
+	// in Updated's place when it is there (invariant 7), so that a run's
+	// last document, written before its result, is never accepted by a
+	// watcher that started after the result, however soon after.
+	Written float64 `json:"written,omitempty"`
 }
 
 // Add appends an event to the document's latest events, and moves seq,
@@ -66,7 +75,7 @@ func (p *Progress) Add(ev Event) {
 	p.Events = append(p.Events, ev)
 	switch ev.Type {
 	case EventQuestion:
-		p.Question = &Question{ID: ev.ID, Text: ev.Text, Options: ev.Options, Asked: ev.At}
+		p.Question = &Question{ID: ev.ID, Text: ev.Text, Options: ev.Options, Asked: ev.At, AllowEmpty: ev.AllowEmpty}
 		if p.Question.Options == nil {
 			p.Question.Options = []string{}
 		}
@@ -100,7 +109,8 @@ func (s *Spool) WriteProgressN(p *Progress) (int, error) {
 	if err := CheckChatID(p.Chat); err != nil {
 		return 0, err
 	}
-	p.Updated = Round2(Stamp(s.Now()))
+	p.Written = Stamp(s.Now())
+	p.Updated = Round2(p.Written)
 	if p.Events == nil {
 		p.Events = []Event{}
 	}
@@ -185,7 +195,7 @@ func (p *Progress) clip() {
 	if q := p.Question; q != nil {
 		ev := Event{ID: q.ID, Text: q.Text, Options: q.Options}
 		ev.clipEncoded()
-		p.Question = &Question{ID: ev.ID, Text: ev.Text, Options: ev.Options, Asked: q.Asked}
+		p.Question = &Question{ID: ev.ID, Text: ev.Text, Options: ev.Options, Asked: q.Asked, AllowEmpty: q.AllowEmpty}
 		if p.Question.Options == nil {
 			p.Question.Options = []string{}
 		}

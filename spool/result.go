@@ -31,12 +31,9 @@ func (r *Result) Errorf(format string, args ...any) {
 	r.Error = &s
 }
 
-// Finish ends a job: the result is written (fsync'd) as <job>.<state>, and
-// only then is <job>.running removed. A crash in between leaves both, which
-// every reader resolves to the result (invariant 4).
-func (s *Spool) Finish(r *Result) error { return s.FinishAs(r, nil) }
-
-// writeResult writes r durably at <job>.<state>.
+// writeResult writes r durably at <job>.<state>: End's fourth step, and
+// fsck's replacement of a result that does not parse (a repair, not an
+// end: the job's end event was written when it ended).
 func (s *Spool) writeResult(r *Result) error {
 	if err := CheckJobID(r.Job); err != nil {
 		return err
@@ -54,44 +51,6 @@ func (s *Spool) writeResult(r *Result) error {
 	if err := writeFile(s.root, r.Job+r.State.Ext(), append(b, '\n')); err != nil {
 		return fmt.Errorf("job %s: writing result: %w", r.Job, err)
 	}
-	return nil
-}
-
-// FinishAs is Finish for the attempt holding lease l: it writes the
-// result, then removes the lease only if it is still l. On a shared
-// filesystem that stopped answering, the result's rename may be carried
-// out long after the caller checked its lease, when another host has
-// taken the job over: then the lease there is the new owner's, and the
-// result just written is taken back (if it is still this attempt's), the
-// new owner's lease left alone, and ErrLeaseLost returned.
-//
-// A nil l removes whatever lease is there (Finish).
-func (s *Spool) FinishAs(r *Result, l *Lease) error {
-	if err := s.writeResult(r); err != nil {
-		return err
-	}
-	if l != nil {
-		cur, _, err := s.ReadLease(r.Job)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			s.Unring(r.Job)
-			return nil
-		case err == nil && !cur.Same(l):
-			if mine, rerr := s.ReadResult(r.Job, r.State); rerr == nil && mine.Worker == r.Worker && mine.Attempt == r.Attempt {
-				removeName(s.root, r.Job+r.State.Ext())
-				syncDir(s.root)
-			}
-			return fmt.Errorf("job %s: the result was written after the job was taken over: %w", r.Job, ErrLeaseLost)
-		}
-	}
-	// The removal is not synced: if a power loss brings the lease back, it
-	// stands beside the result, which wins (invariant 4), and the next
-	// recoverer or fsck removes it.
-	if err := s.root.Remove(r.Job + ExtRunning); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("job %s: removing lease: %w", r.Job, err)
-	}
-	// Ended: its bell goes (a crash before leaves it to a poller or gc).
-	s.Unring(r.Job)
 	return nil
 }
 

@@ -269,7 +269,7 @@ func TestModesIgnoreUmask(t *testing.T) {
 			if err != nil || l == nil {
 				t.Fatal(l, err)
 			}
-			if err := s.Finish(&Result{Job: id, Chat: "c", State: Done}); err != nil {
+			if err := s.End(Ending{Result: &Result{Job: id, Chat: "c", State: Done}, Lease: l}); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := s.Quarantine(id+ExtLog, "test"); err != nil {
@@ -600,11 +600,11 @@ func TestAttemptNumbering(t *testing.T) {
 	}
 	r := &Result{Job: id, Chat: "c", State: Failed, Attempt: l2.Attempt, First: l2.First, Worker: "w2"}
 	r.Errorf("exit %d", 1)
-	if err := s.Finish(r); err != nil {
+	if err := s.End(Ending{Result: r, Lease: l2, Worker: "w2"}); err != nil {
 		t.Fatal(err)
 	}
 	if exists(s, id+ExtRunning) {
-		t.Error("Finish left the lease")
+		t.Error("End left the lease")
 	}
 	got, err := s.ReadResult(id, Failed)
 	if err != nil || got.Error == nil || *got.Error != "exit 1" || got.Finished == 0 {
@@ -636,15 +636,15 @@ func TestRequeueEndedRefusesOthers(t *testing.T) {
 		t.Errorf("RequeueEnded of a queued job = %q, %v", st, err)
 	}
 	l, _, _ := s.Claim(id, testLease("w"))
-	s.Finish(&Result{Job: id, Chat: "c", State: Done, Attempt: l.Attempt})
+	s.End(Ending{Result: &Result{Job: id, Chat: "c", State: Done, Attempt: l.Attempt}, Lease: l})
 	if st, err := s.RequeueEnded(id); err == nil || st != Done {
 		t.Errorf("RequeueEnded of a done job = %q, %v", st, err)
 	}
 	if _, err := s.RequeueEnded("nosuch"); !errors.Is(err, ErrNoJob) {
 		t.Errorf("RequeueEnded of no job = %v", err)
 	}
-	if err := s.Finish(&Result{Job: id, State: Running}); err == nil {
-		t.Error("Finish with a non-final state: no error")
+	if err := s.End(Ending{Result: &Result{Job: id, State: Running}}); err == nil {
+		t.Error("End with a non-final state: no error")
 	}
 }
 
@@ -661,7 +661,7 @@ func TestHeartbeat(t *testing.T) {
 	if time.Since(fi.ModTime()) > time.Minute {
 		t.Error("Heartbeat did not move the mtime")
 	}
-	s.Finish(&Result{Job: id, State: Done})
+	s.End(Ending{Result: &Result{Job: id, State: Done}, Lease: l})
 	if err := s.Heartbeat(l); !errors.Is(err, ErrLeaseLost) {
 		t.Errorf("Heartbeat after the lease went: %v", err)
 	}

@@ -269,6 +269,14 @@ func writeFile(dir *os.Root, name string, data []byte) error {
 	return atomicfile.WriteFile(name, data, treeOpts(rootOwner(dir), atomicfile.WithRoot(dir), atomicfile.SyncDir())...)
 }
 
+// writeSynced is writeFile without the directory's fsync: the new content
+// is durable, and its name as durable as the directory's next sync makes
+// it. For a rewrite where either version a power cut leaves is a valid
+// one, as long as it reads whole (a lease's ending, spool.End).
+func writeSynced(dir *os.Root, name string, data []byte) error {
+	return atomicfile.WriteFile(name, data, treeOpts(rootOwner(dir), atomicfile.WithRoot(dir))...)
+}
+
 // writeAdvisory replaces name in the directory dirfd atomically, without
 // an fsync: for documents a power cut may take back (progress, whose
 // flushes are the hot path; a metrics textfile; a lease's rewrite whose

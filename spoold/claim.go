@@ -279,7 +279,7 @@ func (d *Daemon) refuse(job string, why error) {
 	chat := d.s.LooseChat(job)
 	lease.Chat = chat
 	e := d.log.WithFields(logrus.Fields{"job": job, "chat": chat, "worker": d.cfg.Worker, "attempt": lease.Attempt})
-	if d.endUnstarted(lease, chat, spool.Failed, "not run: "+msg, msg, e) {
+	if d.endUnstarted(lease, chat, spool.Failed, msg, e) {
 		e.WithField("error", msg).Warn("refused: spec cannot be run")
 	}
 }
@@ -307,8 +307,7 @@ func (d *Daemon) cancelQueued(job string) {
 	if prev != nil && prev.Host == d.cfg.Host {
 		d.endAttempt(job, chat, prev.PGID, d.cfg.KillGrace)
 	}
-	const why = "cancelled before it started"
-	if d.endUnstarted(lease, chat, spool.Cancelled, why, why, e) {
+	if d.endUnstarted(lease, chat, spool.Cancelled, "cancelled before it started", e) {
 		e.Info("cancelled while queued")
 		if chat != "" {
 			d.q.retry(chat)
@@ -317,23 +316,26 @@ func (d *Daemon) cancelQueued(job string) {
 }
 
 // endUnstarted ends a job this daemon claimed and will not run (refused,
-// or cancelled while queued): the end event, then the result, then the
-// chat's progress (noteProgress). A result that cannot be written (a full
-// disk) queues the job again a second later: the claim is ours and nothing
-// heartbeats it, so left so, no one would ever end the job (a recoverer
-// takes our lease for a live one). It reports whether the job ended.
-func (d *Daemon) endUnstarted(lease *spool.Lease, chat string, st spool.State, text, why string, e *logrus.Entry) bool {
+// or cancelled while queued) through spool.End, as every job ends. An end
+// that could not begin (a full disk: the lease could not take the ending)
+// queues the job again a second later: the claim is ours and nothing
+// heartbeats it, so left so, a recoverer would end it "worker died". One
+// that began is finished by whoever recovers the lease. It reports whether
+// the job ended.
+func (d *Daemon) endUnstarted(lease *spool.Lease, chat string, st spool.State, why string, e *logrus.Entry) bool {
 	job := lease.Job
-	d.s.AppendEvent(job, spool.Event{Type: spool.EventEnd, Text: text, State: st, Worker: d.cfg.Worker, Attempt: lease.Attempt})
 	res := &spool.Result{Job: job, Chat: chat, State: st, Attempt: lease.Attempt, First: lease.First, Worker: d.cfg.Worker, Started: lease.Claimed}
 	res.Errorf("%s", why)
-	if err := d.s.Finish(res); err != nil {
-		e.WithError(err).Error("cannot write result; queued again")
-		d.s.Requeue(lease, d.now().Add(time.Second))
+	if err := d.s.End(spool.Ending{Result: res, Lease: lease, Worker: d.cfg.Worker}); err != nil {
+		if cur, _, rerr := d.s.ReadLease(job); rerr == nil && cur.Same(lease) && cur.Ending == nil {
+			e.WithError(err).Error("cannot end the job; queued again")
+			d.s.Requeue(lease, d.now().Add(time.Second))
+		} else {
+			e.WithError(err).Error("cannot end the job; the recovery finishes it")
+		}
 		return false
 	}
 	d.cfg.Metrics.EndedUnstarted(string(st))
-	d.noteProgress(lease, chat, st, res.Error)
 	return true
 }
 

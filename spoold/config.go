@@ -21,8 +21,15 @@ type Verdict struct {
 
 // Gate decides a script before anything of it runs. cmd/spoold adapts the
 // vmgate package to it; keeping it a function keeps this package free of
-// the gate's insides (and testable without it).
-type Gate func(script string) Verdict
+// the gate's insides (and testable without it). commitTool is the name
+// the job's spec gives its client's commit tool (CommitToolEnv in its
+// env, "" if none): the refusal names it rather than spoold's
+// --commit-tool. It changes the message, never the decision.
+type Gate func(script, commitTool string) Verdict
+
+// CommitToolEnv is the spec's env variable that names the commit tool of
+// the client the job runs for (vmgate.CommitToolEnv).
+const CommitToolEnv = "VMSPOOL_COMMIT_TOOL"
 
 // Config is everything a Daemon is told. cmd/spoold builds it once from its
 // flags; the package reads no flag and no environment variable itself.
@@ -109,7 +116,7 @@ func (c *Config) fill() error {
 		c.Workers = 1
 	}
 	if c.Lease <= 0 {
-		c.Lease = 30 * time.Second
+		c.Lease = spool.DefaultLease
 	}
 	if c.Lease < 100*time.Millisecond {
 		return fmt.Errorf("spoold: lease %v is too short (at least 100ms)", c.Lease)

@@ -146,6 +146,17 @@ func (d *Daemon) recoverJob(job string, l *spool.Lease, fi fs.FileInfo) {
 			e.Warn("processes left by the dead worker still hold the spec lock")
 		}
 	}
+	if r := l.Ending; r != nil {
+		// Its worker died while it ended the job: that end is finished
+		// as it was begun, whatever attempts remain.
+		if err := d.s.End(spool.Ending{Result: r, Lease: l, Worker: d.cfg.Worker}); err != nil {
+			e.WithError(err).Error("cannot finish the end of the job")
+			return
+		}
+		d.cfg.Metrics.EndedUnstarted(string(r.State))
+		e.WithField("state", r.State).Info("recovered: finished the end its worker began")
+		return
+	}
 	if l.Tries() < max {
 		wait := Backoff(l.Attempt)
 		ok, err := d.s.Requeue(l, d.now().Add(wait))
@@ -159,60 +170,23 @@ func (d *Daemon) recoverJob(job string, l *spool.Lease, fi fs.FileInfo) {
 		d.cfg.Metrics.Recovered("requeued")
 		text := fmt.Sprintf("worker %s died; queued again (attempt %d of %d) in %v", who, l.Tries()+1, max, wait)
 		d.s.AppendEvent(job, spool.Event{Type: spool.EventWorker, Text: text, Worker: d.cfg.Worker, Attempt: l.Attempt})
-		d.noteProgress(l, chat, spool.Queued, nil)
+		d.s.NoteProgress(l, chat, spool.Queued, nil, d.cfg.Worker)
 		e.WithField("backoff", wait.String()).Info("recovered: " + text)
 		return
 	}
-	// No attempt left: the result is written only now that the attempt's
-	// processes on this host are gone.
-	if cur, _, err := d.s.ReadLease(job); err == nil && !cur.Same(l) {
-		return
-	} else if errors.Is(err, fs.ErrNotExist) {
-		return
-	}
+	// No attempt left: the job is ended only now that the attempt's
+	// processes on this host are gone (End checks that the lease is still
+	// the one judged dead).
 	why := fmt.Sprintf("worker %s died", who)
-	d.s.AppendEvent(job, spool.Event{Type: spool.EventWorker, Text: why + "; no attempt left", Worker: d.cfg.Worker, Attempt: l.Attempt})
 	res := &spool.Result{Job: job, Chat: chat, State: spool.Failed, Started: l.Claimed, Attempt: l.Attempt, First: l.First, Worker: l.Worker}
 	res.Error = &why
-	if err := d.s.Finish(res); err != nil {
-		e.WithError(err).Error("cannot write the result")
+	if err := d.s.End(spool.Ending{Result: res, Lease: l, Worker: d.cfg.Worker}); err != nil {
+		if !errors.Is(err, spool.ErrLeaseLost) {
+			e.WithError(err).Error("cannot end the job")
+		}
 		return
 	}
-	d.noteProgress(l, chat, spool.Failed, &why)
 	d.cfg.Metrics.Recovered("failed")
 	d.cfg.Metrics.EndedUnstarted(string(spool.Failed))
 	e.Info("recovered: " + why + "; ended failed")
-}
-
-// noteProgress writes the chat's progress for a job this daemon does not
-// run: refused, cancelled while queued, or recovered (queued again, or
-// ended). It is the one way such a job's progress is written: the job's
-// events folded into the document, its state st and, when st is final,
-// done with errText. The chat's document is left alone while another job
-// owns it: a job of the chat runs here (its lock is held), or the
-// document is of a job claimed after this one.
-func (d *Daemon) noteProgress(l *spool.Lease, chat string, st spool.State, errText *string) {
-	if !spool.ValidID(chat) {
-		return
-	}
-	f, ok, err := d.s.LockChat(chat)
-	if err != nil || !ok {
-		return
-	}
-	defer f.Close()
-	p, err := d.s.ReadProgress(chat)
-	switch {
-	case err == nil && p.Job == l.Job:
-		// This job's document, brought up to date.
-	case err == nil && p.Started > l.Claimed:
-		return // a later job's
-	default:
-		p = &spool.Progress{Job: l.Job, Chat: chat, Started: l.Claimed, Attempt: l.Attempt, Worker: d.cfg.Worker}
-	}
-	d.s.NewEventReader(l.Job).Each(p.Add)
-	p.State, p.Question = st, nil
-	if st.Final() {
-		p.Done, p.Error = true, errText
-	}
-	d.s.WriteProgress(p)
 }

@@ -99,9 +99,9 @@ func (d *Daemon) removeRun(r *run) {
 	}
 }
 
-// execute runs one claimed attempt to its end, and writes its result and
-// its last progress (in that order: a watcher that sees done can read the
-// result). chatLock is held, and inherited by the job's processes.
+// execute runs one claimed attempt to its end, which end writes (its last
+// progress, then its result). chatLock is held, and inherited by the job's
+// processes.
 func (d *Daemon) execute(sp *spool.Spec, l *spool.Lease, prev *spool.Lease, chatLock *os.File) {
 	r := &run{
 		d: d, job: l.Job, sp: sp, lease: l,
@@ -167,7 +167,7 @@ func (r *run) preflight(prev *spool.Lease) *os.File {
 	if r.sp.Script != nil {
 		// The gate decides before anything of the script runs; a refusal
 		// is the attempt's whole story: a gate event and the end.
-		if v := d.decide(*r.sp.Script); !v.Allowed {
+		if v := d.decide(*r.sp.Script, r.sp.Env[CommitToolEnv]); !v.Allowed {
 			specLock.Close()
 			r.event(spool.Event{Type: spool.EventGate, Text: v.Message})
 			r.log.WithField("reason", v.Reason).Warn("gate refused the script")
@@ -327,11 +327,11 @@ func (r *run) lockSpec(prev *spool.Lease) *os.File {
 	}
 }
 
-func (d *Daemon) decide(script string) Verdict {
+func (d *Daemon) decide(script, commitTool string) Verdict {
 	if d.cfg.Gate == nil {
 		return Verdict{Reason: "policy", Message: "spoold has no script gate: scripts are refused. Nothing ran."}
 	}
-	return d.cfg.Gate(script)
+	return d.cfg.Gate(script, commitTool)
 }
 
 // loop waits for the job's end, relaying its events, heartbeating its
@@ -767,9 +767,9 @@ func (r *run) checkAnswer() {
 	r.sync()
 }
 
-// end writes the attempt's end: an end event, the result (durable), then
-// the last progress with done. The lease is checked first: a run that lost
-// it writes nothing.
+// end ends the attempt through spool.End, the one way a job ends: the end
+// event, the last progress (done), then the result (durable), then the
+// lease removed. A run that lost its lease writes nothing.
 func (r *run) end(st spool.State, exit *int, errText string) {
 	d := r.d
 	if cur, _, err := d.s.ReadLease(r.job); err != nil || !cur.Same(r.lease) {
@@ -782,63 +782,54 @@ func (r *run) end(st spool.State, exit *int, errText string) {
 		r.use.dropped += n
 	}
 	r.noteDropped(time.Now(), true)
-	text := string(st)
-	if exit != nil {
-		text += fmt.Sprintf(" (exit %d)", *exit)
-	}
-	if errText != "" {
-		text += ": " + firstLine(errText)
-	}
-	r.event(spool.Event{Type: spool.EventEnd, Text: text, Exit: exit, State: st})
+	r.fold(0)
 	res := &spool.Result{Job: r.job, Chat: r.sp.Chat, State: st, Exit: exit, Started: spool.Stamp(r.started),
 		Attempt: r.lease.Attempt, First: r.lease.First, Worker: d.cfg.Worker}
 	if errText != "" {
 		res.Error = &errText
 	}
 	res.Limits = r.use.hits()
-	// A result that cannot be written (a full disk) is tried again while
+	e := spool.Ending{Result: res, Lease: r.lease, Worker: d.cfg.Worker, Progress: &r.p}
+	// An end that cannot be written (a full disk) is tried again while
 	// the lease is kept fresh: given up, the lease would go stale and a
 	// recoverer would end the job "worker died", or run it again, though
-	// it ran to its end.
+	// it ran to its end. Each try resumes where the last one stopped.
 	for try := 0; ; try++ {
-		err := d.s.FinishAs(res, r.lease)
+		err := d.s.End(e)
 		if err == nil {
 			break
 		}
 		if errors.Is(err, spool.ErrLeaseLost) {
-			// Written late (the filesystem stopped answering while the
-			// result was on its way) and taken back: the job is another
-			// attempt's now.
-			r.log.WithError(err).Warn("lease lost while the result was written: taken back, writing nothing more")
+			// Taken over while the end was on its way (the filesystem
+			// stopped answering), and a result written late taken
+			// back: the job is another attempt's now.
+			r.log.WithError(err).Warn("lease lost while the end was written: writing nothing more")
 			return
 		}
 		if try == 0 {
-			r.log.WithError(err).Error("cannot write the result; trying again while holding the lease")
+			r.log.WithError(err).Error("cannot write the end; trying again while holding the lease")
 		}
 		select {
 		case <-d.interrupt: // the shutdown's grace is over
-			r.log.WithError(err).Error("cannot write the result; stopping, recovery will end the job")
+			r.log.WithError(err).Error("cannot write the end; stopping, recovery will finish it")
 			return
 		case <-time.After(min(time.Second, d.cfg.Lease/3)):
 		}
 		if err := d.s.Heartbeat(r.lease); err != nil {
-			r.log.WithError(err).Warn("lease lost while the result could not be written: writing nothing")
+			r.log.WithError(err).Warn("lease lost while the end could not be written: writing nothing")
 			return
 		}
 	}
-	r.fold(0)
-	r.p.State, r.p.Done, r.p.Exit, r.p.Error = st, true, exit, res.Error
-	r.p.Question = nil
-	r.flush(true)
+	d.cfg.Metrics.Flushed()
 	d.cfg.Metrics.Ended(string(st), time.Since(r.started))
-	e := r.log.WithFields(logrus.Fields{"state": st, "duration": time.Since(r.started).Round(time.Millisecond).String()})
+	l := r.log.WithFields(logrus.Fields{"state": st, "duration": time.Since(r.started).Round(time.Millisecond).String()})
 	if exit != nil {
-		e = e.WithField("exit", *exit)
+		l = l.WithField("exit", *exit)
 	}
 	if errText != "" {
-		e = e.WithField("error", firstLine(errText))
+		l = l.WithField("error", firstLine(errText))
 	}
-	e.Info("ended")
+	l.Info("ended")
 }
 
 // requeue puts an interrupted attempt back in the queue if it has attempts

@@ -294,3 +294,74 @@ func TestAttackServeNoAuth(t *testing.T) {
 		}
 	}
 }
+
+// The page's answer (POST /chats/C/answer) against the real watchd serve,
+// as a forged request would come: without the cookie (a cross-site page's
+// request, which SameSite=Strict leaves without it), with the cookie from
+// another origin, with the token but a form's type. Each is refused and
+// nothing is written; the page's own request answers.
+func TestAttackServeAnswerForged(t *testing.T) {
+	dir := newSpool(t)
+	if err := os.MkdirAll(filepath.Join(dir, "progress"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().Unix()
+	doc := fmt.Sprintf(`{"job":"J1","chat":"c","seq":1,"updated":%d,"started":%d,"done":false,"state":"waiting","status":"asks","events":[],"question":{"id":"q1","text":"Wipe?","options":["yes","no"],"asked":%d}}`, now, now, now)
+	if err := os.WriteFile(filepath.Join(dir, "progress", "c"), []byte(doc), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	base := opsServeWatchd(t, dir)
+	host := strings.TrimPrefix(base, "http://")
+	tok := serveToken(host)
+	cookie := "watchd-" // the name is a hash of the token: take it from the login
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{}, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Get(base + "/?token=" + tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	for _, c := range resp.Cookies() {
+		if strings.HasPrefix(c.Name, cookie) {
+			cookie = c.Name + "=" + c.Value
+		}
+	}
+	post := func(body string, hdr ...string) int {
+		t.Helper()
+		req, _ := http.NewRequest("POST", base+"/chats/c/answer", strings.NewReader(body))
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	body := `{"question":"q1","answer":"yes"}`
+	for _, c := range []struct {
+		what string
+		hdr  []string
+		want int
+	}{
+		{"no cookie, another origin", []string{"Content-Type", "application/json", "Origin", "http://evil.example"}, 401},
+		{"no cookie, a form", []string{"Content-Type", "text/plain", "Origin", "http://evil.example"}, 401},
+		{"the cookie, another origin", []string{"Content-Type", "application/json", "Cookie", cookie, "Origin", "http://evil.example"}, 403},
+		{"the cookie, another port", []string{"Content-Type", "text/plain", "Cookie", cookie, "Origin", "http://127.0.0.1:1", "Sec-Fetch-Site", "same-site"}, 403},
+		{"the cookie, no origin", []string{"Content-Type", "application/json", "Cookie", cookie}, 403},
+		{"the token, a form's type", []string{"Content-Type", "application/x-www-form-urlencoded", "Authorization", "Bearer " + tok}, 415},
+	} {
+		if got := post(body, c.hdr...); got != c.want {
+			t.Errorf("%s: %d; want %d", c.what, got, c.want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "chats", "c", "answer.json")); err == nil {
+		t.Fatal("a forged request wrote an answer")
+	}
+	if got := post(body, "Content-Type", "application/json", "Cookie", cookie, "Origin", base, "Sec-Fetch-Site", "same-origin"); got != 200 {
+		t.Errorf("the page's own answer: %d", got)
+	}
+	if got := post(`{"question":"q1","answer":"no"}`, "Content-Type", "application/json", "Authorization", "Bearer "+tok); got != 409 {
+		t.Errorf("a second answer: %d; want 409 (the first wins)", got)
+	}
+}

@@ -225,7 +225,7 @@ func TestHostileTree(t *testing.T) {
 	if b, _ := os.ReadFile(s.Path(hp + ".events")); !bytes.Contains(b, []byte(`"two"`)) {
 		t.Errorf("job hp's events: %s", b)
 	}
-	// The last document follows the result (within a moment).
+	// The run's last document, done, landed before its result.
 	eventually(t, 5*time.Second, 20*time.Millisecond, "progress/hp to be the run's own last document", func() bool {
 		p, err := s.ReadProgress("hp")
 		return err == nil && p.Job == hp && p.Done

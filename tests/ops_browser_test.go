@@ -9,6 +9,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +20,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/vmspool/vmspool/spool"
 )
 
 // opsChromium returns the browser to drive, or skips the test: a developer
@@ -308,4 +311,145 @@ func TestOpsLivePageQuestionHint(t *testing.T) {
 		t.Errorf("shq(%q) = %s, which a shell reads as %q (%v)", word, quoted, out, err)
 	}
 	paste("printf '%s' " + quoted)
+}
+
+// The page answers a run's question (issue: the person and the run never
+// lose each other). Opened at the chat's own address (#chat=C, which the
+// Open WebUI tool points its person to when the dialog is gone), it shows
+// that chat alone, its question with a button per option, and a click
+// answers it by the rules of `spool answer`: the job goes on with that
+// answer. A question without options takes typed text, an empty one
+// only where the question allows it.
+func TestOpsLivePageAnswers(t *testing.T) {
+	chromium := opsChromium(t)
+	dir := newSpool(t)
+	opsStart(t, nil, "spoold", "--spool", dir)
+	base, page := opsServeWatchdPage(t, dir)
+	s := openSpool(t, dir, 200)
+	other := opsSubmit(t, dir, "other", "sh", "-c", "spool say 'elsewhere'")
+	opsWaitEnded(t, s, other, 30*time.Second)
+	job := opsSubmit(t, dir, "asker", "sh", "-c", `a=$(spool ask --options yes,no --timeout 60s 'Deploy now?') || exit 9
+spool say "deploy: $a"
+b=$(spool ask --timeout 60s 'Which branch?') || exit 8
+spool say "branch: $b"`)
+	ctx := opsBrowser(t, chromium)
+	// The printed address with the chat's fragment: the login's redirect
+	// keeps the fragment.
+	if err := chromedp.Do(ctx, chromedp.Navigate(page+"#chat=asker"), chromedp.WaitVisible("#conn")); err != nil {
+		t.Fatalf("loading %s: %v", page, err)
+	}
+	if loc, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href`)); err != nil || loc != base+"/#chat=asker" {
+		t.Errorf("the chat's address after the login is %q (%v); want %s/#chat=asker", loc, err, base)
+	}
+	eval := func(js string) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
+		if err != nil {
+			t.Fatalf("%s: %v", js, err)
+		}
+		return v
+	}
+	const buttons = `(() => { const tr = document.querySelector('tr[data-chat="asker"]'); if (!tr || tr.hidden) return ""; return [...tr.querySelectorAll('.ask button.option')].map(b => b.textContent).join(","); })()`
+	eventually(t, 30*time.Second, 20*time.Millisecond, "the question's buttons", func() bool { return eval(buttons) == "yes,no" })
+	if got := eval(`(() => { const tr = document.querySelector('tr[data-chat="other"]'); return tr ? String(tr.hidden) : "absent"; })()`); got != "true" {
+		t.Errorf("another chat's row beside the focused one: hidden %s; want true", got)
+	}
+	opsScreenshot(t, ctx, "live-page-answer.png")
+	eval(`(() => { [...document.querySelectorAll('tr[data-chat="asker"] .ask button.option')].find(b => b.textContent === "no").click(); return ""; })()`)
+	eventually(t, 30*time.Second, 20*time.Millisecond, "the run to take the page's answer", func() bool {
+		b, _ := os.ReadFile(filepath.Join(dir, job+".events"))
+		return strings.Contains(string(b), "deploy: no")
+	})
+	// The second question: typed text; an empty one is refused on the
+	// page, before anything is sent.
+	const input = `tr[data-chat="asker"] .ask input.reply`
+	eventually(t, 30*time.Second, 20*time.Millisecond, "the text question", func() bool {
+		return eval(`(() => { const i = document.querySelector('`+input+`'); return i ? "yes" : ""; })()`) == "yes"
+	})
+	said := `(() => { const s = document.querySelector('tr[data-chat="asker"] .ask .said'); return s ? s.textContent : ""; })()`
+	eval(`(() => { document.querySelector('tr[data-chat="asker"] .ask button.send').click(); return ""; })()`)
+	if got := eval(said); !strings.Contains(got, "needs an answer") {
+		t.Errorf("an empty answer to a question that needs one: the page says %q", got)
+	}
+	if err := chromedp.Do(ctx, chromedp.SendKeys(input, "main\r")); err != nil {
+		t.Fatal(err)
+	}
+	r := opsWaitEnded(t, s, job, 30*time.Second)
+	if r.State != spool.Done {
+		t.Fatalf("the run ended %+v", r)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, job+".events"))
+	if !strings.Contains(string(b), "branch: main") {
+		t.Errorf("the typed answer did not reach the run: %s", b)
+	}
+}
+
+// The answer is the page's one write: another page the person visits
+// (here another port of 127.0.0.1, the same site, so SameSite=Strict lets
+// the browser send the cookie) tries to answer the chat's question with
+// every request a page can make without watchd's consent: a form, and a
+// fetch of a "simple" type with the cookie. Each is refused (the Origin
+// is not watchd's, a form's type is not JSON); the question stays open and
+// no answer is written.
+func TestAttackPageAnswerCrossOrigin(t *testing.T) {
+	chromium := opsChromium(t)
+	dir := newSpool(t)
+	opsStart(t, nil, "spoold", "--spool", dir)
+	base, page := opsServeWatchdPage(t, dir)
+	s := openSpool(t, dir, 200)
+	job := opsSubmit(t, dir, "victim", "sh", "-c", `a=$(spool ask --options yes,no --timeout 60s 'Delete the data?') || exit 9; spool say "got $a"`)
+	eventually(t, 30*time.Second, 20*time.Millisecond, "the question", func() bool {
+		p, err := s.ReadProgress("victim")
+		return err == nil && p.Job == job && p.Question != nil
+	})
+	hits := make(chan string, 8)
+	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		target := base + "/chats/victim/answer"
+		fmt.Fprintf(w, `<!doctype html><body><iframe name="sink"></iframe>
+<form id="f" method="POST" action="%s" enctype="text/plain" target="sink"><input name='{"answer":"yes","x":"' value='"}'></form>
+<script>
+fetch(%q, {method: "POST", mode: "no-cors", credentials: "include", headers: {"Content-Type": "text/plain"}, body: '{"answer":"yes"}'})
+  .then(() => { document.title = "fetched"; }, () => { document.title = "fetched"; });
+document.getElementById("f").submit();
+</script></body>`, target, target)
+		hits <- r.URL.Path
+	}))
+	t.Cleanup(evil.Close)
+	ctx := opsBrowser(t, chromium)
+	if err := chromedp.Do(ctx, chromedp.Navigate(page), chromedp.WaitVisible("#conn")); err != nil {
+		t.Fatalf("loading %s: %v", page, err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(evil.URL)); err != nil {
+		t.Fatalf("loading the other page: %v", err)
+	}
+	<-hits
+	eventually(t, 20*time.Second, 20*time.Millisecond, "the other page's requests to be made", func() bool {
+		v, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.title`))
+		return v == "fetched"
+	})
+	// Both requests went out (the fetch resolved; the form navigated its
+	// frame): what they did is read from the tree. A short wait for a
+	// write that must not come (the form's frame may still be loading).
+	time.Sleep(500 * time.Millisecond)
+	if a, err := s.ReadAnswer("victim"); err == nil {
+		t.Fatalf("a page of another origin answered the question: %+v", a)
+	}
+	if p, err := s.ReadProgress("victim"); err != nil || p.Question == nil {
+		t.Fatalf("the question is no longer open: %+v, %v", p, err)
+	}
+	// And the page itself may: the same browser, the same cookie.
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/#chat=victim"), chromedp.WaitVisible("#conn")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, 20*time.Millisecond, "the page's buttons", func() bool {
+		v, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => { const b = [...document.querySelectorAll('tr[data-chat="victim"] .ask button.option')].find(b => b.textContent === "no"); if (!b) return ""; b.click(); return "clicked"; })()`))
+		return v == "clicked"
+	})
+	if r := opsWaitEnded(t, s, job, 30*time.Second); r.State != spool.Done {
+		t.Errorf("the run ended %+v", r)
+	}
+	if a, err := s.ReadAnswer("victim"); err == nil && a.Answer != "no" {
+		t.Errorf("the answer taken is %+v; want the page's no", a)
+	}
 }

@@ -376,7 +376,7 @@ func TestSpoolCancelWait(t *testing.T) {
 		_, err := os.Stat(filepath.Join(dir, job+".cancel"))
 		return err == nil
 	})
-	s.Finish(&spool.Result{Job: job, Chat: "c", State: spool.Cancelled, Attempt: l.Attempt})
+	s.End(spool.Ending{Result: &spool.Result{Job: job, Chat: "c", State: spool.Cancelled, Attempt: l.Attempt}, Lease: l})
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("cancel --wait: %v", err)
 	}

@@ -159,7 +159,8 @@ func watchdWaitEnded(t *testing.T, s *spool.Spool, job string) spool.State {
 		if !st.Final() {
 			return false
 		}
-		// The done document follows the result.
+		// The done document comes before the result; a later run's may
+		// have replaced it since.
 		p, err := s.ReadProgress(mustChat(t, s, job))
 		return err == nil && p.Job == job && p.Done
 	})
@@ -230,7 +231,9 @@ func watchdStory(t *testing.T, s *spool.Spool, dir, chat string, withJob bool, e
 		j2 = watchdSubmit(t, dir, chat, watchdSays(ms(), time.Millisecond, want...)...)
 	}
 	code, lines := f.wait(t)
-	st, _ := s.State(j2)
+	// The watcher ends at run 2's done document, which lands just before
+	// its result: the result follows within a moment.
+	st := watchdWaitEnded(t, s, j2)
 	if code != 0 || st != spool.Done {
 		t.Fatalf("chat %s: follow exited %d with run 2 %q; stdout:\n%s\nstderr:\n%s", chat, code, st, f.stdout.String(), f.stderr.String())
 	}

@@ -13,6 +13,33 @@ import (
 // sends the agent to.
 const DefaultCommitTool = "git_commit"
 
+// CommitToolEnv is the environment variable that names the commit tool of
+// the client a job runs for (the Open WebUI tool's commit_tool valve, in
+// the spec's env): spoold's refusal of the job's script names it, and
+// `vmgate check` and `vmgate run` take it as --commit-tool's default, so
+// the agent inside the job reads the same name. It changes the message
+// only, never the decision.
+const CommitToolEnv = "VMSPOOL_COMMIT_TOOL"
+
+// ValidToolName reports whether name may name a commit tool in the
+// refusal: a tool's name as a model calls it (a letter or _, then letters,
+// digits, _ . -; at most 64), which no message can be made to say more
+// with.
+func ValidToolName(name string) bool {
+	if name == "" || len(name) > 64 {
+		return false
+	}
+	for i, c := range name {
+		switch {
+		case c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z':
+		case i > 0 && ('0' <= c && c <= '9' || c == '.' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // Gate is a configured gate. It is immutable once built, so one Gate may
 // decide any number of scripts at once.
 type Gate struct {

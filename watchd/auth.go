@@ -19,8 +19,8 @@ import (
 //
 // /metrics answers without a token: it counts, and holds no chat's words.
 //
-// Requests that change something (anything but GET, HEAD and OPTIONS;
-// none today) must, when the cookie is their credential, come from the
+// Requests that change something (anything but GET, HEAD and OPTIONS:
+// the page's answer to a question, POST /chats/C/answer) must, when the cookie is their credential, come from the
 // page's own origin: SameSite=Strict keeps a cross-site request from
 // carrying the cookie, and the Origin check refuses one from another
 // origin of the same site (another port of 127.0.0.1). A bearer token

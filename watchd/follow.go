@@ -9,8 +9,9 @@ import (
 )
 
 // Rounding is how far before its start a watcher still accepts a document's
-// stamp: "updated" is rounded to 10 ms, so a document written just after
-// the start may carry a stamp just before it.
+// "updated", when the document has no exact stamp ("written"): "updated"
+// is rounded to 10 ms, so a document written just after the start may
+// carry a stamp just before it.
 const Rounding = 0.01
 
 // Kind says what an Output is.
@@ -92,18 +93,28 @@ func (f *Follower) Last() int64 { return f.last }
 func (f *Follower) Ended() bool { return f.ended }
 
 // Accepts reports whether the guards let doc through. Without a job id it
-// must be stamped at or after the start (less the rounding), and once a
-// job was accepted only that job's documents count: a document of another
-// job is a later run of the chat, not this watcher's (it ignores it; the
-// Watcher then looks at the followed job's result file). With a job id,
-// only that job's documents count, whatever their stamp, so that a run
-// that ended before its watcher started is still reported.
+// must be written at or after the start: by its exact stamp ("written")
+// when it has one, else by "updated" less the rounding (a writer of the
+// Python era). Once a job was accepted only that job's documents count: a
+// document of another job is a later run of the chat, not this watcher's
+// (it ignores it; the Watcher then looks at the followed job's result
+// file). With a job id, only that job's documents count, whatever their
+// stamp, so that a run that ended before its watcher started is still
+// reported.
+//
+// A run's last document is written before its result (spool.End), so a
+// watcher that starts after a job's result never accepts that job's
+// documents without its id: the exact stamp leaves no rounding window in
+// which the last document of a run that already ended could pass.
 func (f *Follower) Accepts(doc *spool.Progress) bool {
 	if doc == nil {
 		return false
 	}
 	if f.job != "" {
 		return doc.Job == f.job
+	}
+	if doc.Written > 0 {
+		return doc.Written >= f.g.Began
 	}
 	return doc.Updated >= f.g.Began-Rounding
 }
@@ -240,7 +251,7 @@ func (f *Follower) event(job string, ev *spool.Event) (Output, bool) {
 		if ev.ID != "" && f.asked[ev.ID] {
 			return o, false
 		}
-		q := &spool.Question{ID: ev.ID, Text: ev.Text, Options: ev.Options, Asked: ev.At}
+		q := &spool.Question{ID: ev.ID, Text: ev.Text, Options: ev.Options, Asked: ev.At, AllowEmpty: ev.AllowEmpty}
 		o.Kind, o.Question, o.Text = Question, q, QuestionLine(ev.Text, ev.Options)
 	case spool.EventAnswer:
 		o.Kind, o.Text = Answer, "answered: "+ev.Text

@@ -36,6 +36,12 @@ func doc(job string, updated float64, events []spool.Event) *spool.Progress {
 	return p
 }
 
+// written gives a document its exact stamp, as spool writes it.
+func written(p *spool.Progress, at float64) *spool.Progress {
+	p.Written = at
+	return p
+}
+
 func done(p *spool.Progress, st spool.State, exit int) *spool.Progress {
 	p.Done, p.State, p.Exit = true, st, ip(exit)
 	return p
@@ -76,6 +82,21 @@ func TestFollowerGuards(t *testing.T) {
 			g:    Guards{Began: began},
 			docs: []*spool.Progress{doc("old", began-0.02, evs(1))},
 			want: "",
+		},
+		{
+			// A run's last document lands before its result: a watcher
+			// that started after the result, within the rounding of
+			// "updated", reads the exact stamp and leaves it.
+			name: "exact stamp: the last document of a run that ended just before the start",
+			g:    Guards{Began: began},
+			docs: []*spool.Progress{written(done(doc("old", began, rng(1, 3)), spool.Done, 0), began-0.001)},
+			want: "",
+		},
+		{
+			name: "exact stamp: written at the start is this run's",
+			g:    Guards{Began: began},
+			docs: []*spool.Progress{written(doc("new", began-0.005, evs(1)), began)},
+			want: "status:s1",
 		},
 		{
 			name: "the older submitter's stale done document, then the new run",

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"mime"
 	"net"
 	"net/http"
 	"sort"
@@ -49,11 +50,17 @@ type ServerConfig struct {
 	WriteWait time.Duration
 	// Metrics counts streams, events sent and requests; nil counts nothing.
 	Metrics *ops.WatchdMetrics
+	// NoAnswer refuses POST /chats/C/answer (403): the server then
+	// changes nothing in the tree (watchd serve --no-answer).
+	NoAnswer bool
 }
 
 // Server serves the chats' progress over HTTP: GET /chats/C the current
 // document, GET /chats/C/events its events as server-sent events, GET /
-// a page of the live runs. Every stream shares the one Hub.
+// a page of the live runs, and POST /chats/C/answer, the one request that
+// changes the tree: it answers the chat's open question, through package
+// spool and by its rules (spool.AnswerQuestion). Every stream shares the
+// one Hub.
 type Server struct {
 	cfg  ServerConfig
 	log  logrus.FieldLogger
@@ -90,6 +97,7 @@ func NewServer(cfg ServerConfig) *Server {
 	s.mux.Handle("GET /chats", m.Instrument("chats", http.HandlerFunc(s.serveChats)))
 	s.mux.Handle("GET /chats/{chat}", m.Instrument("chat", http.HandlerFunc(s.serveDoc)))
 	s.mux.Handle("GET /chats/{chat}/events", m.Instrument("events", http.HandlerFunc(s.serveEvents)))
+	s.mux.Handle("POST /chats/{chat}/answer", m.Instrument("answer", http.HandlerFunc(s.serveAnswer)))
 	return s
 }
 
@@ -226,6 +234,82 @@ func (s *Server) serveDoc(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, doc)
 	}
+}
+
+// AnswerRequest is the body of POST /chats/C/answer (application/json):
+// the question answered, as the page showed it (empty: whichever is
+// open), and the answer.
+type AnswerRequest struct {
+	Question string  `json:"question"`
+	Answer   *string `json:"answer"`
+}
+
+// maxAnswerBody bounds the body of an answer: an answer is at most
+// spool.MaxEventText, which JSON may write six bytes a byte.
+const maxAnswerBody = 64 << 10
+
+// serveAnswer answers the chat's open question: the same document and the
+// same rules as `spool answer` (spool.AnswerQuestion), so the first answer
+// wins wherever it came from, and the chat's watchers see it at spoold's
+// next flush, as any answer. 200 with the answer written; 409 when no
+// question is open, another is, or it was answered already; 400 for what
+// does not answer it; 403 from a browser on another origin, and when
+// answering is off.
+//
+// Who may answer is who may read the chats here (Auth over TCP, the
+// socket's mode). A browser's request must come from the page itself on
+// either listener: Auth refuses a cookie from another origin, and here a
+// request that carries an Origin or a Sec-Fetch-Site (a browser's, say
+// through a proxy to the socket) must name this server too. The body must
+// be application/json, which no cross-site form can send without a CORS
+// preflight that watchd never answers.
+func (s *Server) serveAnswer(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.NoAnswer {
+		httpError(w, http.StatusForbidden, "watchd: answering is off here (watchd serve --no-answer): answer with spool answer on the host")
+		return
+	}
+	if !BrowserSameOrigin(r) {
+		httpError(w, http.StatusForbidden, "watchd: %s from another origin refused", r.Method)
+		return
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		httpError(w, http.StatusUnsupportedMediaType, "watchd: an answer is sent as application/json: {\"question\": \"Q\", \"answer\": \"TEXT\"}")
+		return
+	}
+	chat := chatOf(w, r)
+	if chat == "" {
+		return
+	}
+	var req AnswerRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxAnswerBody))
+	if err := dec.Decode(&req); err != nil || req.Answer == nil {
+		httpError(w, http.StatusBadRequest, "watchd: the body is not an answer: want {\"question\": \"Q\", \"answer\": \"TEXT\"}")
+		return
+	}
+	a, err := s.cfg.Spool.AnswerQuestion(chat, req.Question, *req.Answer)
+	log := s.log.WithFields(logrus.Fields{"chat": chat, "question": req.Question, "remote": r.RemoteAddr})
+	switch {
+	case errors.Is(err, spool.ErrNoQuestion), errors.Is(err, spool.ErrAnswered):
+		httpError(w, http.StatusConflict, "watchd: %v", err)
+	case errors.Is(err, spool.ErrBadAnswer), errors.Is(err, spool.ErrInvalidID):
+		httpError(w, http.StatusBadRequest, "watchd: %v", err)
+	case err != nil:
+		log.WithError(err).Warn("answer not written")
+		httpError(w, http.StatusInternalServerError, "watchd: %v", err)
+	default:
+		log.WithField("job", a.Job).Info("question answered over HTTP")
+		writeJSON(w, a)
+	}
+}
+
+// BrowserSameOrigin reports whether a request either comes from no
+// browser (it carries neither Origin nor Sec-Fetch-Site: a program, curl,
+// the Python client) or comes from a page of this server (SameOrigin).
+func BrowserSameOrigin(r *http.Request) bool {
+	if r.Header.Get("Origin") == "" && r.Header.Get("Sec-Fetch-Site") == "" {
+		return true
+	}
+	return SameOrigin(r)
 }
 
 // Message is the data of one server-sent event.

@@ -270,7 +270,7 @@ func TestFollowEndFromResultWhenSuperseded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := s.Finish(&spool.Result{Job: "j1", Chat: "c", State: spool.Done, Exit: ip(0)}); err != nil {
+	if err := s.End(spool.Ending{Result: &spool.Result{Job: "j1", Chat: "c", State: spool.Done, Exit: ip(0)}}); err != nil {
 		t.Fatal(err)
 	}
 	newRun(t, s, "c", "j2").say("other run")
@@ -431,4 +431,45 @@ func startHub(t *testing.T, s *spool.Spool, cfg HubConfig) *Hub {
 	go h.Run(ctx)
 	t.Cleanup(func() { cancel(); h.Close() })
 	return h
+}
+
+// TestWatcherEndFromResultWhenCleared: the followed job ended (its last
+// document, then its result) and the chat was cleared by the next
+// submission before the watcher read it. The last document landed before
+// the result, so it will not come back: the end is told from the result
+// at once, not after a grace (the look every CheckEvery is an hour here).
+func TestWatcherEndFromResultWhenCleared(t *testing.T) {
+	s := newTestSpool(t)
+	s.AppendEvent("j1", spool.Event{Text: "working"})
+	if err := s.End(spool.Ending{Result: &spool.Result{Job: "j1", Chat: "c", State: spool.Failed, Exit: ip(3)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ClearChat("c"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	h, err := NewHub(s, HubConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	go h.Run(ctx)
+	w, err := NewWatcher(s, h, "c", Guards{Began: spool.Now(), Job: "j1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	w.CheckEvery = time.Hour
+	var got []Output
+	for len(got) == 0 || got[len(got)-1].Kind != End {
+		out, err := w.Next(ctx, nil)
+		if err != nil {
+			t.Fatalf("after %+v: %v", got, err)
+		}
+		got = append(got, out...)
+	}
+	if end := got[len(got)-1]; !end.FromResult || end.State != spool.Failed || said(got) != "status:working | end:failed (exit 3)" {
+		t.Errorf("outputs %s, end %+v", said(got), end)
+	}
 }

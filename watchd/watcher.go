@@ -11,12 +11,6 @@ import (
 // ErrEnded is returned by Watcher.Next once the End was given out.
 var ErrEnded = errors.New("the run ended")
 
-// ResultGrace is how long after a job's result was written the Watcher
-// still waits for the job's final document before telling the end from
-// the result file: the daemon flushes the final document around the time
-// it writes the result, in either order.
-const ResultGrace = 2 * time.Second
-
 // Watcher follows one chat for one subscriber: the Hub's snapshots go
 // through the subscriber's own Follower. When the followed job is known
 // and the chat's document is gone or belongs to another job (a later run
@@ -37,12 +31,10 @@ type Watcher struct {
 	// the next call feeds again at once, the newest document (or the
 	// result, if that is where it stopped), rather than waiting.
 	again       bool
-	againResult bool // the result fallback stopped short; superseded says how it was called
-	superseded  bool
+	againResult bool        // the result fallback stopped short
 	timer       *time.Timer // the next look at the result file, while one is needed
 	// CheckEvery is how often the result file is looked at while needed.
 	CheckEvery time.Duration
-	Now        func() time.Time
 }
 
 // NewWatcher subscribes to the chat on h and follows it with guards g.
@@ -56,7 +48,7 @@ func NewWatcher(s *spool.Spool, h *Hub, chat string, g Guards) (*Watcher, error)
 	if err != nil {
 		return nil, err
 	}
-	return &Watcher{s: s, sub: sub, f: NewFollower(g), CheckEvery: time.Second, Now: time.Now}, nil
+	return &Watcher{s: s, sub: sub, f: NewFollower(g), CheckEvery: time.Second}, nil
 }
 
 // Follower returns the watcher's bookkeeping.
@@ -102,7 +94,7 @@ func (w *Watcher) NextFunc(ctx context.Context, wake <-chan time.Time, emit func
 		if w.again {
 			w.again = false
 			if w.againResult {
-				w.fromResult(w.superseded, count)
+				w.fromResult(count)
 			} else {
 				snap, _ := w.sub.Latest()
 				w.feed(snap, count)
@@ -135,7 +127,7 @@ func (w *Watcher) NextFunc(ctx context.Context, wake <-chan time.Time, emit func
 			w.feed(snap, count)
 		case <-check:
 			w.timer = nil
-			w.fromResult(false, count)
+			w.fromResult(count)
 		}
 		if n > 0 || w.again {
 			return n, nil
@@ -154,9 +146,11 @@ func (w *Watcher) feed(snap Snapshot, emit func(Output) bool) {
 		w.again, w.againResult = true, false
 		return
 	}
-	if !w.f.Ended() && w.hasDoc && w.f.Job() != "" && w.docJob != w.f.Job() {
-		// Another run's document: ours will not be written again.
-		w.fromResult(true, emit)
+	if w.needResult() {
+		// Another run's document, or none: ours will not be written
+		// again if the job has a result, since its last document lands
+		// before its result (spool.End).
+		w.fromResult(emit)
 	}
 }
 
@@ -168,9 +162,10 @@ func (w *Watcher) needResult() bool {
 }
 
 // fromResult tells the followed job's remaining events and its end if it
-// has a result. Unless superseded (another run's document is there), a
-// result younger than ResultGrace is left for the job's final document.
-func (w *Watcher) fromResult(superseded bool, emit func(Output) bool) {
+// has a result. It does not wait for the job's last document: that lands
+// before the result, so once the result is there the chat's document,
+// gone or another run's, will not become the job's again.
+func (w *Watcher) fromResult(emit func(Output) bool) {
 	job := w.f.Job()
 	st, err := w.s.State(job)
 	if err != nil || !st.Final() {
@@ -178,9 +173,6 @@ func (w *Watcher) fromResult(superseded bool, emit func(Output) bool) {
 	}
 	r, err := w.s.ReadResult(job, st)
 	if err != nil {
-		return
-	}
-	if !superseded && w.Now().Sub(spool.TimeOf(r.Finished)) < ResultGrace {
 		return
 	}
 	// The latest events, as a progress document holds them, read as they
@@ -204,6 +196,6 @@ func (w *Watcher) fromResult(superseded bool, emit func(Output) bool) {
 		return emit(o)
 	})
 	if !complete {
-		w.again, w.againResult, w.superseded = true, true, superseded
+		w.again, w.againResult = true, true
 	}
 }

@@ -14,6 +14,7 @@ license: MIT
 import asyncio
 import importlib.util
 import os
+import re
 import shlex
 import sys
 
@@ -47,9 +48,9 @@ class Tools:
         agent_script: str = Field(default="", description="Instead of agent_command: a bash script run for the task. The task is never put into the script's text: the script reads it from \"$VMSPOOL_TASK\" (quote it). A script holding the old {task} placeholder is refused. The gate decides the script first.")
         timeout: str = Field(default="2h", description="The job's timeout (Go duration text).")
         status_every: float = Field(default=1.0, description="At most one status per this many seconds (the newest wins).")
-        commit_tool: str = Field(default="git_commit", description="The host-side commit tool the agent is sent to when the gate refuses a git write.")
+        commit_tool: str = Field(default="git_commit", description="The host-side commit tool the agent is sent to when the gate refuses a git write: every refusal names it, the gate's own text included (it goes to the job as VMSPOOL_COMMIT_TOOL). A tool's name: a letter or _, then letters, digits, _ . -.")
         watch_url: str = Field(default="", description="Read progress from watchd serve instead of running watchd follow: its unix socket, unix:/var/spool/vm/watchd/serve.sock (no token: the socket's mode decides), or the http address it printed, http://127.0.0.1:8377/?token=T (without ?token= the token is read from spool_dir's watchd/token, or $WATCHD_TOKEN).")
-        cancel_wait: float = Field(default=10.0, description="After the stop button, how long to wait for the job to end.")
+        page_url: str = Field(default="", description="The live page of watchd serve as people open it (http://127.0.0.1:8377/, or a proxy's https address): a question's status names <page_url>#chat=<chat>, where the person answers when the dialog is gone. Empty: the status names only the spool answer line.")
 
     def __init__(self):
         self.valves = self.Valves()
@@ -66,7 +67,8 @@ class Tools:
         """
         Run a long task in a virtual machine: build an app, fix a bug, run a
         test suite. The run's progress shows in the chat as it happens; it
-        may ask the person questions. Returns how the run ended: its state,
+        may ask the person questions (answer them in the dialog, on the live
+        page, or with spool answer). Returns how the run ended: its state,
         exit status, error and last statuses. Commits are not made in the
         machine: use the commit tool afterwards.
         :param task: What the agent should do, in plain words.
@@ -85,13 +87,35 @@ class Tools:
         except Exception as e:
             await done("vmspool is not installed: %s" % e)
             return "The VM agent is not available: %s" % e
-        chat = (__metadata__ or {}).get("chat_id") or __chat_id__ or ""
-        if not vs.valid_id(chat):
-            await done("This chat has no usable id, so no run was started.")
-            return "No run was started: the chat id %r is not usable." % chat
+        # A temporary chat ("local:<socket id>") and an API call (no chat
+        # id) get an id of their own, never a refusal (docs/clients.md).
+        chat = vs.openwebui_chat(__metadata__, __chat_id__, __user__)
+        tool = v.commit_tool.strip()
+        if not _tool_name(tool):
+            await done("No run was started: the commit_tool valve %r is not a tool's name." % tool)
+            return ("No run was started: the commit_tool valve %r is not a tool's name (a letter or _, then "
+                    "letters, digits, _ . -)." % tool)
         bin_dir = v.bin_dir or None
+        url = v.watch_url or None
+        follow = dict(every=v.status_every, spool=v.spool_dir, bin_dir=bin_dir, url=url, page=v.page_url or None)
+        # A run of this chat still waiting for an answer is not replaced:
+        # its question is asked again and it is followed to its end, and
+        # this task is not started (a submit would clear its answer).
         try:
-            kw = dict(spool=v.spool_dir, timeout=v.timeout or None, env={"VMSPOOL_TASK": task},
+            cur = await asyncio.to_thread(vs.current, chat, spool=v.spool_dir, url=url)
+        except vs.SpoolError:
+            cur = None
+        if cur and not cur.get("done") and cur.get("question") and vs.valid_id(cur.get("job") or ""):
+            waiting = cur["job"]
+            await emit({"type": "status", "data": {"description": "This chat's run %s is waiting for an answer: asking again" % waiting, "done": False, "hidden": False}})
+            out = await _relay(vs, chat, waiting, emit, __event_call__, v, done, follow)
+            if isinstance(out, str):
+                return out
+            return (_report(out, tool) + "\n\nThis chat's earlier run %s was waiting for an answer, so the task "
+                    "given now was not started: call vm_agent again with it." % waiting)
+        try:
+            kw = dict(spool=v.spool_dir, timeout=v.timeout or None,
+                      env={"VMSPOOL_TASK": task, "VMSPOOL_COMMIT_TOOL": tool},
                       **_command(v.agent_command, v.agent_script, task))
         except ValueError as e:
             await done("No run was started: %s" % e)
@@ -102,22 +126,39 @@ class Tools:
             await done("The run could not be queued: %s" % e)
             return "The run could not be queued: %s" % e
         await emit({"type": "status", "data": {"description": "Queued (job %s)" % job, "done": False, "hidden": False}})
-        try:
-            out = await vs.relay(chat, job, emit, __event_call__, every=v.status_every, spool=v.spool_dir,
-                                 bin_dir=bin_dir, url=v.watch_url or None)
-        except asyncio.CancelledError:
-            # The stop button: the job is cancelled too, and given a
-            # moment to end; the last status says so.
-            try:
-                st = await asyncio.to_thread(vs.cancel, job, wait=v.cancel_wait, spool=v.spool_dir, bin_dir=bin_dir)
-            except Exception as e:
-                st = "not known (%s)" % e
-            await done("Stopped: the run was cancelled (%s)." % (st or "still ending"))
-            raise
-        except Exception as e:
-            await done("Lost track of the run: %s" % e)
-            return "Lost track of the run (job %s): %s. `spool show %s` on the host says how it is doing." % (job, e, shlex.quote(job))
-        return _report(out, v.commit_tool)
+        out = await _relay(vs, chat, job, emit, __event_call__, v, done, follow)
+        return out if isinstance(out, str) else _report(out, tool)
+
+
+async def _relay(vs, chat, job, emit, call, v, done, follow):
+    """The run relayed to its end: its outcome, or what the model reads
+    when the follow was lost. The stop button asks for the job's cancel."""
+    try:
+        return await vs.relay(chat, job, emit, call, **follow)
+    except asyncio.CancelledError:
+        await _stopped(vs, job, v, done)
+        raise
+    except Exception as e:
+        await done("Lost track of the run: %s" % e)
+        return "Lost track of the run (job %s): %s. `spool show %s` on the host says how it is doing." % (job, e, shlex.quote(job))
+
+
+async def _stopped(vs, job, v, done):
+    """The stop button: the job's cancel is asked for, and the tool returns
+    at once. spoold ends the job (SIGTERM, then SIGKILL after its kill
+    grace): Open WebUI awaits this task after the cancel with no limit, so
+    nothing here waits for a job that ignores SIGTERM."""
+    try:
+        await asyncio.to_thread(vs.cancel, job, spool=v.spool_dir, bin_dir=v.bin_dir or None)
+        said = "Stopped: the cancel of run %s was asked for; spoold ends it." % job
+    except Exception as e:
+        said = "Stopped, but the cancel of run %s could not be asked for (%s): `spool cancel %s` on the host." % (job, e, shlex.quote(job))
+    await done(said)
+
+
+def _tool_name(name):
+    """A commit tool's name as vmgate takes it (vmgate.ValidToolName)."""
+    return re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}", name) is not None
 
 
 def _command(agent_command, agent_script, task):
@@ -150,6 +191,8 @@ def _report(out, commit_tool):
     if err:
         lines.append("Error: %s" % err)
         if "vmgate refused" in err:
+            # The gate's own text names the same tool: the job carried
+            # its name (VMSPOOL_COMMIT_TOOL).
             lines.append("Git writes do not run in the machine: leave the changes in the work tree and call the %s tool to commit them." % commit_tool)
     if out.get("statuses"):
         lines.append("Last statuses:")

@@ -47,6 +47,8 @@ class Tools:
         status_every: float = Field(default=1.0, description="At most one status per this many seconds (the newest wins).")
         watch_url: str = Field(default="", description="Read progress from watchd serve instead of running watchd follow: its unix socket, unix:/var/spool/vm/watchd/serve.sock (no token: the socket's mode decides), or the http address it printed, http://127.0.0.1:8377/?token=T (without ?token= the token is read from spool_dir's watchd/token, or $WATCHD_TOKEN).")
         timeout: float = Field(default=0, description="Stop following after this many seconds (0: until the run ends).")
+        wait_for_run: float = Field(default=15.0, description="With no run going in the chat, wait this many seconds for one to show, then say that nothing is running and return (more than 5: a quiet run shows itself every 5 s).")
+        page_url: str = Field(default="", description="The live page of watchd serve as people open it (http://127.0.0.1:8377/, or a proxy's https address): a question's status names <page_url>#chat=<chat>, where the person answers when the dialog is gone.")
 
     def __init__(self):
         self.valves = self.Valves()
@@ -54,6 +56,7 @@ class Tools:
     async def vm_progress(
         self,
         job: str = "",
+        __user__: dict = None,
         __metadata__: dict = None,
         __chat_id__: str = None,
         __event_emitter__=None,
@@ -75,20 +78,38 @@ class Tools:
         except Exception as e:
             await done("vmspool is not installed: %s" % e)
             return "Cannot follow the run: %s" % e
-        chat = (__metadata__ or {}).get("chat_id") or __chat_id__ or ""
-        if not vs.valid_id(chat) or (job and not vs.valid_id(job)):
-            await done("No run to follow: the chat or job id is not usable.")
-            return "No run to follow: chat %r, job %r." % (chat, job)
+        # The same chat id vm_agent gives a temporary chat or an API call.
+        chat = vs.openwebui_chat(__metadata__, __chat_id__, __user__)
+        if job and not vs.valid_id(job):
+            await done("No run to follow: the job id is not usable.")
+            return "No run to follow: job %r." % job
+        url = v.watch_url or None
+        start_wait = None
+        if not job:
+            # The chat's run still going is followed by its id (exact, and
+            # at once: its question is asked again); with none going, a
+            # run is waited for, for a bounded time.
+            try:
+                cur = await asyncio.to_thread(vs.current, chat, spool=v.spool_dir, url=url)
+            except vs.SpoolError:
+                cur = None
+            if cur and not cur.get("done") and vs.valid_id(cur.get("job") or ""):
+                job = cur["job"]
+            else:
+                start_wait = max(v.wait_for_run, 0.1)
         try:
             out = await vs.relay(chat, job or None, __event_emitter__ or _drop, __event_call__,
                                  every=v.status_every, spool=v.spool_dir, bin_dir=v.bin_dir or None,
-                                 url=v.watch_url or None, timeout=v.timeout or None)
+                                 url=url, timeout=v.timeout or None, page=v.page_url or None,
+                                 start_wait=start_wait)
         except asyncio.CancelledError:
             await done("Stopped following the run (it goes on).")
             raise
         except Exception as e:
             await done("Lost track of the run: %s" % e)
             return "Lost track of the run: %s" % e
+        if out.get("state") == "none":
+            return "No run is going in this chat (none showed in %g seconds)." % start_wait
         msg = "The run %s ended: %s" % (out.get("job"), out.get("state"))
         if out.get("exit") is not None:
             msg += " (exit %s)" % out["exit"]

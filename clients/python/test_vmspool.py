@@ -57,6 +57,29 @@ class SubmitTest(SpoolCase):
         self.assertEqual(r(None, {"HOME": "/h"}, 1000), "/h/.local/state/vmspool")
 
 
+class OpenWebUIChatTest(unittest.TestCase):
+    # Every call of Open WebUI gets a chat id (docs/clients.md, "Chat ids").
+    def test_openwebui_chat(self):
+        uuid = "3f0c2a9e-5b1d-4c2e-9a57-0d6c1e2b7f41"
+        self.assertEqual(vmspool.openwebui_chat({"chat_id": uuid}), uuid)
+        self.assertEqual(vmspool.openwebui_chat(None, uuid), uuid)
+        self.assertEqual(vmspool.openwebui_chat({"chat_id": "local:AbC_d-9xYz12345678"}), "local-AbC_d-9xYz12345678")
+        odd = vmspool.openwebui_chat({"chat_id": "local:a/b"})
+        self.assertRegex(odd, r"\Alocal-[0-9a-f]{32}\Z")
+        self.assertEqual(odd, vmspool.openwebui_chat({"chat_id": "local:a/b"}))
+        self.assertEqual(vmspool.openwebui_chat({"user_id": "u7"}), "api-u7")
+        self.assertEqual(vmspool.openwebui_chat({"chat_id": ""}, None, {"id": "u8"}), "api-u8")
+        self.assertEqual(vmspool.openwebui_chat({}), "api-anonymous")
+        self.assertRegex(vmspool.openwebui_chat({"user_id": "a@b c"}), r"\Aapi-[0-9a-f]{32}\Z")
+        for m in ({"chat_id": "x" * 200}, {"chat_id": "../x"}, {"chat_id": "local:" + "y" * 200}):
+            self.assertTrue(vmspool.valid_id(vmspool.openwebui_chat(m)), m)
+
+    def test_page_of(self):
+        self.assertEqual(vmspool.page_of("http://127.0.0.1:8377/?token=secret", "c1"), "http://127.0.0.1:8377/#chat=c1")
+        self.assertEqual(vmspool.page_of("https://w.example.org/vm", "c1"), "https://w.example.org/vm#chat=c1")
+        self.assertEqual(vmspool.page_of("", "c1"), "")
+
+
 class GateTest(SpoolCase):
     # The old detector's own cases: every one a real command line from the
     # session that failed, and what must never be caught.

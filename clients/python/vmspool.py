@@ -32,6 +32,7 @@ NoSuchJob, NoQuestion, SpoolError for anything else.
 
 import asyncio
 import errno
+import hashlib
 import http.client
 import json
 import os
@@ -47,9 +48,10 @@ import time
 import urllib.parse
 
 __all__ = [
-    "SpoolError", "InvalidID", "NoSuchJob", "NoQuestion", "Event", "Question", "Verdict",
-    "resolve_spool", "valid_id", "new_job_id", "submit", "answer", "cancel", "show", "state",
-    "result", "follow", "afollow", "gate", "git_write_in", "FINAL_STATES",
+    "SpoolError", "InvalidID", "NoSuchJob", "NoQuestion", "Answered", "BadAnswer", "Event", "Question",
+    "Verdict", "resolve_spool", "valid_id", "new_job_id", "submit", "answer", "cancel", "show", "state",
+    "result", "follow", "afollow", "gate", "git_write_in", "current", "relay", "openwebui_chat",
+    "answer_hint", "FINAL_STATES",
 ]
 
 FINAL_STATES = ("done", "failed", "cancelled")
@@ -78,6 +80,15 @@ class NoSuchJob(SpoolError, LookupError):
 
 class NoQuestion(SpoolError):
     """No question is open in the chat (or not the one named)."""
+
+
+class Answered(NoQuestion):
+    """The question has an answer already: the first answer wins."""
+
+
+class BadAnswer(SpoolError, ValueError):
+    """The text does not answer the question: not one of its options, or
+    empty where the question needs a word (the message says which)."""
 
 
 # --- ids and the spool's place -------------------------------------------
@@ -645,7 +656,10 @@ def answer(chat, text, *, question=None, spool=None, bin_dir=None):
         cmd += ["--question", question]
     p = _run(cmd + ["--", text])
     if p.returncode == 1:
-        raise NoQuestion(_error_of(p, "no question open"), 1)
+        msg = _error_of(p, "no question open")
+        raise (Answered if "already answered" in msg else NoQuestion)(msg, 1)
+    if p.returncode == 2 and "not an answer to the question" in _error_of(p, ""):
+        raise BadAnswer(_error_of(p, ""), 2)
     if p.returncode != 0:
         _raise(p, "spool answer")
 
@@ -742,6 +756,7 @@ class Question:
         self.id = d.get("id") or ""
         self.text = d.get("text") or ""
         self.options = list(d.get("options") or [])
+        self.allow_empty = d.get("allow_empty") is True
 
     def __repr__(self):
         return "Question(id=%r, text=%r, options=%r)" % (self.id, self.text, self.options)
@@ -1022,6 +1037,133 @@ async def _athread(gen):
         yield v
 
 
+# --- the chat's current run ---------------------------------------------------
+
+def current(chat, *, spool=None, url=None, token=None):
+    """The chat's progress document (a dict) if one is there, else None:
+    what the chat's current run (or its last, when "done" is true) shows.
+    Read from the tree (progress/<chat>: a plain file, never a link, at
+    most 16 MiB), or from watchd serve's GET /chats/C given url."""
+    _check_id("chat", chat)
+    if url:
+        connect, prefix, tok, shown = _watch_address(url, token, spool)
+        conn = connect(10)
+        try:
+            headers = {"Accept": "application/json"}
+            if tok:
+                headers["Authorization"] = "Bearer " + tok
+            try:
+                conn.request("GET", "%s/chats/%s" % (prefix, urllib.parse.quote(chat)), headers=headers)
+                resp = conn.getresponse()
+                body = resp.read(16 << 20)
+            except OSError as e:
+                raise SpoolError("watchd serve at %s: %s" % (shown, e)) from None
+            if resp.status == 404:
+                return None
+            if resp.status != 200:
+                raise SpoolError("watchd serve at %s: %d %s" % (shown, resp.status, resp.reason), resp.status)
+        finally:
+            conn.close()
+    else:
+        try:
+            dfd = _dir_fd(resolve_spool(spool))
+        except OSError:
+            return None
+        try:
+            pfd = _open_subdir(dfd, "progress", "progress")
+            if pfd is None:
+                return None
+            try:
+                fd = os.open(chat, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=pfd)
+            except OSError:
+                return None
+            finally:
+                os.close(pfd)
+            try:
+                st = os.fstat(fd)
+                if not stat.S_ISREG(st.st_mode) or st.st_size > 16 << 20:
+                    return None
+                body = os.read(fd, st.st_size + 1)
+            finally:
+                os.close(fd)
+        finally:
+            os.close(dfd)
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _answer_of(chat, qid, spool=None):
+    """The answer chats/<chat>/answer.json gives question qid, or None (no
+    such answer, or not readable here: a client given only watchd's
+    address)."""
+    try:
+        dfd = _dir_fd(resolve_spool(spool))
+    except OSError:
+        return None
+    try:
+        cfd = _open_subdir(dfd, "chats", "chats")
+        if cfd is None:
+            return None
+        try:
+            chfd = _open_subdir(cfd, chat, chat)
+        finally:
+            os.close(cfd)
+        if chfd is None:
+            return None
+        try:
+            fd = os.open("answer.json", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=chfd)
+        finally:
+            os.close(chfd)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            doc = json.loads(os.read(fd, MAX_DOCUMENT))
+        finally:
+            os.close(fd)
+    except (OSError, ValueError, SpoolError):
+        return None
+    finally:
+        os.close(dfd)
+    if isinstance(doc, dict) and doc.get("question") == qid and isinstance(doc.get("answer"), str):
+        return doc["answer"]
+    return None
+
+
+# --- chats of Open WebUI -------------------------------------------------------
+
+def openwebui_chat(metadata=None, chat_id=None, user=None):
+    """The spool's chat id for a call of Open WebUI (docs/clients.md,
+    "Chat ids"): its chat id when that is an id (a normal chat's uuid4); a
+    temporary chat's "local:<socket id>" as "local-<socket id>", so the
+    same temporary chat keeps its id; a call through the API, which has no
+    chat, as "api-<user id>", so one user's API runs are one chat's runs,
+    one after the other. A part that would break the id rule is replaced
+    by the first 32 hex digits of its SHA-256."""
+    meta = metadata or {}
+    raw = meta.get("chat_id") or chat_id or ""
+    if not isinstance(raw, str):
+        raw = str(raw)
+    if valid_id(raw):
+        return raw
+    if raw.startswith("local:"):
+        return _derived("local", raw[len("local:"):])
+    if raw:
+        return _derived("chat", raw)
+    uid = (user or {}).get("id") if isinstance(user, dict) else None
+    uid = uid or meta.get("user_id") or "anonymous"
+    return _derived("api", str(uid))
+
+
+def _derived(prefix, part):
+    cand = "%s-%s" % (prefix, part)
+    if part and valid_id(cand):
+        return cand
+    return "%s-%s" % (prefix, hashlib.sha256(part.encode("utf-8", "surrogatepass")).hexdigest()[:32])
+
+
 # --- relaying a run into an Open WebUI chat -----------------------------------
 
 _YES = ("yes", "y", "ok", "true")
@@ -1050,31 +1192,66 @@ def answer_hint(chat, q):
     return line + " TEXT"
 
 
+def page_of(page, chat):
+    """The live page's address for chat: page (watchd serve's page as
+    people open it) with #chat=<chat>, which shows that chat alone; "" when
+    there is no page. A token in page is left out: the address is shown
+    in the chat, and kept in Open WebUI's database."""
+    if not page:
+        return ""
+    u = urllib.parse.urlsplit(page)
+    query = urllib.parse.urlencode([(k, v) for k, v in urllib.parse.parse_qsl(u.query) if k != "token"])
+    return urllib.parse.urlunsplit((u.scheme, u.netloc, u.path or "/", query, "chat=" + chat))
+
+
+def elsewhere(chat, q, page=None):
+    """Where else the person answers q, in words: the page, and the line."""
+    where = page_of(page, chat)
+    line = "`%s`" % answer_hint(chat, q)
+    if where:
+        return "on the live page %s, or on the host with %s" % (where, line)
+    return "on the host with %s" % line
+
+
+# How many times a dialog asks again for an answer it could not take.
+_ASK_AGAIN = 5
+
+
 async def relay(chat, job, emit, call=None, *, every=1.0, spool=None, bin_dir=None, url=None, token=None,
-                timeout=None, keep=5, title="The run asks"):
+                timeout=None, keep=5, title="The run asks", page=None, start_wait=None):
     """Relay chat's run (job) into an Open WebUI chat until it ends, and
     return its outcome: {"job", "state", "exit", "error", "statuses"} (the
-    last `keep` statuses).
+    last `keep` statuses). state is "none" when start_wait (seconds) passed
+    before any run of the chat showed anything.
 
     emit is Open WebUI's __event_emitter__: statuses go to it as
     {"type": "status", "data": {"description", "done", "hidden"}}, at most
     one per `every` seconds (the newest winning; one still held when a
-    question or the end comes goes out just before it); a question and the
-    end are never held back, and the last status always
-    has "done": true, whatever happens (an error, a timeout, a cancel).
+    question, an answer or the end comes goes out just before it); a
+    question, an answer and the end are never held back, and the last
+    status always has "done": true, whatever happens.
 
-    call is __event_call__: a question opens a dialog (confirmation for a
-    yes/no question, input otherwise) and the answer goes to that
-    question's id. A closed tab ({"error": ...}), a timeout (raised or
-    returned) or Cancel leaves the question open and says in a status how
-    to answer it elsewhere; the relay never waits for a dialog.
+    A question is said at once with where else to answer it (the live page
+    `page` for this chat, and the `spool answer` line), and call (Open
+    WebUI's __event_call__) opens its dialog as a task beside the relay:
+    the relay never waits on it, since in the common cases (the tab
+    closed, another chat on screen, Escape) it never returns. A yes/no
+    question is a confirmation whose Cancel answers no; one with options a
+    select list (an input checked against them where Open WebUI has no
+    select list); any other an input. What the dialog gets goes to `spool
+    answer`, whose rules decide (an empty answer only where the question
+    allows it): a refused one is asked again, saying why. When the answer
+    comes, from the dialog, the page, the shell or another call of the
+    tool, the dialog is dropped and a status says the question was
+    answered and with what.
 
     Cancelled (Open WebUI's stop button), it re-raises at once without a
-    last status: the caller decides what the stop means (vm_agent cancels
-    the job) and sends the "done" status itself.
+    last status: the caller decides what the stop means (vm_agent asks for
+    the job's cancel) and sends the "done" status itself.
     """
     statuses = []
-    dialogs = set()
+    dialogs = {}  # question id -> its dialog's task
+    told = set()  # question ids whose answer was said
     last = {"done": False}
 
     async def status(text, done=False):
@@ -1083,34 +1260,87 @@ async def relay(chat, job, emit, call=None, *, every=1.0, spool=None, bin_dir=No
 
     async def ask(q):
         yn = _yes_no(q.options)
+        note = ""
+        # A question replayed to a relay that joined late may be answered
+        # already (its answer is the next line): no dialog for it.
         try:
-            if yn:
-                r = await call({"type": "confirmation", "data": {"title": title, "message": q.text}})
-                reply = yn[0] if r is True else None
-            else:
-                msg = q.text
-                if q.options:
-                    msg += "\n\n(" + " / ".join(q.options) + ")"
-                r = await call({"type": "input", "data": {"title": title, "message": msg,
-                                                          "placeholder": q.options[0] if q.options else "",
-                                                          "value": ""}})
-                reply = r if isinstance(r, str) and r != "" else None
-            why = "no answer given"
-            if isinstance(r, dict) and r.get("error"):
-                why = "the dialog could not be shown (%s)" % r["error"]
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:  # a timeout of the socket layer, or any other
-            reply, why = None, "the dialog ended without an answer (%s)" % (type(e).__name__,)
-        if reply is None:
-            await status("Question still open, %s: answer it with `%s`" % (why, answer_hint(chat, q)))
+            doc = await asyncio.to_thread(current, chat, spool=spool, url=url, token=token)
+        except SpoolError:
+            doc = None
+        open_q = (doc or {}).get("question") if not (doc or {}).get("done") else None
+        if not isinstance(open_q, dict) or open_q.get("id") != q.id:
             return
+        for _ in range(_ASK_AGAIN):
+            try:
+                if yn:
+                    msg = "%s\n\nOK answers %s; Cancel answers %s.%s" % (q.text, yn[0], yn[1], note)
+                    r = await call({"type": "confirmation", "data": {"title": title, "message": msg}})
+                    reply = yn[0] if r is True else yn[1] if r is False else None
+                else:
+                    msg = q.text
+                    if q.options:
+                        msg += "\n\n(" + " / ".join(q.options) + ")"
+                    if q.allow_empty:
+                        msg += "\n\nAn empty answer is an answer here."
+                    data = {"title": title, "message": msg + note,
+                            "placeholder": q.options[0] if q.options else "", "value": ""}
+                    if q.options:
+                        # A select list in Open WebUI 0.10+; an older one
+                        # shows a text field, whose answer spool answer
+                        # checks against the options.
+                        data["input"] = {"type": "select", "options": list(q.options)}
+                    r = await call({"type": "input", "data": data})
+                    reply = r if isinstance(r, str) else None
+                if reply is None:
+                    if isinstance(r, dict) and r.get("error"):
+                        why = "the dialog could not be shown (%s)" % r["error"]
+                    elif r is False:
+                        why = "the dialog was cancelled"
+                    else:
+                        why = "the dialog gave no answer"
+                    await status("Question still open, %s: answer it %s." % (why, elsewhere(chat, q, page)))
+                    return
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # a timeout of the socket layer, or any other
+                await status("Question still open, the dialog ended without an answer (%s): answer it %s."
+                             % (type(e).__name__, elsewhere(chat, q, page)))
+                return
+            try:
+                await asyncio.to_thread(answer, chat, reply, question=q.id, spool=spool, bin_dir=bin_dir)
+                return
+            except BadAnswer as e:
+                note = "\n\nNot taken: %s" % str(e).split("not an answer to the question: ", 1)[-1]
+                continue
+            except NoQuestion:
+                return  # answered elsewhere first: the answer's status says so
+            except SpoolError as e:
+                await status("Could not answer (%s): answer it %s." % (e, elsewhere(chat, q, page)))
+                return
+        await status("Question still open: answer it %s." % elsewhere(chat, q, page))
+
+    def drop_dialogs():
+        for t in dialogs.values():
+            t.cancel()
+        dialogs.clear()
+
+    async def answered_elsewhere():
         try:
-            await asyncio.to_thread(answer, chat, reply, question=q.id, spool=spool, bin_dir=bin_dir)
-        except NoQuestion:
-            await status("The question was answered elsewhere.")
-        except SpoolError as e:
-            await status("Could not answer (%s): answer it with `%s`" % (e, answer_hint(chat, q)))
+            doc = await asyncio.to_thread(current, chat, spool=spool, url=url, token=token)
+        except SpoolError:
+            return
+        if doc is None:
+            return  # no document: nothing to judge by
+        q = doc.get("question")
+        still = {q.get("id")} if isinstance(q, dict) and not doc.get("done") else set()
+        for qid in [i for i in dialogs if i not in still]:
+            dialogs.pop(qid).cancel()
+            told.add(qid)
+            said = None if url else await asyncio.to_thread(_answer_of, chat, qid, spool)
+            if said is None:
+                await status("The question was answered.")
+            else:
+                await status("The question was answered: %s" % (said if said != "" else "(an empty answer)"))
 
     outcome = {"job": job, "state": None, "exit": None, "error": None, "statuses": statuses}
     # The throttle: a status goes out at once if none went out in the last
@@ -1150,9 +1380,23 @@ async def relay(chat, job, emit, call=None, *, every=1.0, spool=None, bin_dir=No
 
     events = afollow(chat, job, url=url, timeout=timeout, spool=spool, bin_dir=bin_dir, token=token)
     try:
-        async for ev in events:
+        first = True
+        while True:
+            try:
+                if first and start_wait:
+                    ev = await asyncio.wait_for(events.__anext__(), start_wait)
+                else:
+                    ev = await events.__anext__()
+            except StopAsyncIteration:
+                break
+            except asyncio.TimeoutError:
+                outcome["state"] = "none"
+                await status("No run is going in this chat.", done=True)
+                return outcome
+            first = False
             if ev.kind == "end":
                 await flush_held()
+                drop_dialogs()
                 outcome.update(job=ev.job or job, state=ev.state, exit=ev.exit, error=ev.error)
                 await status(ev.text or "ended", done=True)
                 break
@@ -1162,14 +1406,46 @@ async def relay(chat, job, emit, call=None, *, every=1.0, spool=None, bin_dir=No
             if ev.kind == "question" and ev.question is not None:
                 await flush_held()
                 held["at"] = loop.time()
-                await status("Question: " + ev.question.text)
+                q = ev.question
+                drop_dialogs()  # a run asks one question at a time
                 if call is not None:
-                    t = asyncio.ensure_future(ask(ev.question))
-                    dialogs.add(t)
-                    t.add_done_callback(dialogs.discard)
+                    how = "in the dialog"
+                    yn = _yes_no(q.options)
+                    if yn:
+                        how += " (Cancel answers %s)" % yn[1]
+                    await status("Question: %s%s. Answer it %s, or %s. Closing the dialog leaves it open."
+                                 % (q.text, " [%s]" % "/".join(q.options) if q.options else "", how,
+                                    elsewhere(chat, q, page)))
+                    dialogs[q.id] = asyncio.ensure_future(ask(q))
                 else:
-                    await status("Answer it with `%s`" % answer_hint(chat, ev.question))
+                    await status("Question: %s%s. Answer it %s."
+                                 % (q.text, " [%s]" % "/".join(q.options) if q.options else "",
+                                    elsewhere(chat, q, page)))
                 continue
+            if ev.kind == "answer":
+                await flush_held()
+                held["at"] = loop.time()
+                qid = (ev.event or {}).get("id") if isinstance(ev.event, dict) else None
+                # Only this question's dialog: spoold may relay an answer
+                # after the run asked its next question.
+                if qid and qid in dialogs:
+                    dialogs.pop(qid).cancel()
+                elif not qid:
+                    drop_dialogs()
+                if qid and qid in told:
+                    continue
+                told.add(qid)
+                said = (ev.event or {}).get("text") if isinstance(ev.event, dict) else None
+                if said is None:
+                    said = ev.text[len("answered: "):] if ev.text.startswith("answered: ") else ev.text
+                await status("The question was answered: %s" % (said if said != "" else "(an empty answer)"))
+                continue
+            if dialogs:
+                # The run went on while a dialog waits: a job that took its
+                # answer before spoold relayed it shows no answer event,
+                # so the chat's document says whether the question is
+                # still open.
+                await answered_elsewhere()
             await throttled(ev.text)
         return outcome
     except asyncio.CancelledError:
@@ -1177,8 +1453,7 @@ async def relay(chat, job, emit, call=None, *, every=1.0, spool=None, bin_dir=No
         raise
     finally:
         drop_held()
-        for t in list(dialogs):
-            t.cancel()
+        drop_dialogs()
         await events.aclose()
         if not last["done"]:
             await status("The relay stopped before the run's end.", done=True)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"io/fs"
 	"strings"
 
 	"github.com/vmspool/vmspool/internal/cli"
@@ -12,8 +11,11 @@ import (
 const answerUsage = `usage: spool answer --chat C [--question Q] TEXT
 
 Answers the open question of the chat's run (progress/<chat> says which):
-writes chats/<chat>/answer.json {job, question, answer, at}. Exit 1 if no
-question is open, or if --question Q is not the open one.
+writes chats/<chat>/answer.json {job, question, answer, at}. The first
+answer wins. A question with options takes one of them (in any case); an
+empty TEXT ('') answers only a question asked with --allow-empty.
+Exit 1 if no question is open, if --question Q is not the open one, or if
+it has been answered already; 2 if TEXT does not answer it.
 `
 
 func (a *app) answer(args []string) error {
@@ -36,7 +38,7 @@ func (a *app) answer(args []string) error {
 		}
 	}
 	if len(pos) == 0 {
-		return usageErr("answer", "want the answer's TEXT")
+		return usageErr("answer", "want the answer's TEXT ('' for an empty answer)")
 	}
 	text := strings.Join(pos, " ")
 	s, err := a.open()
@@ -44,21 +46,16 @@ func (a *app) answer(args []string) error {
 		return err
 	}
 	defer s.Close()
-	p, err := s.ReadProgress(*chat)
-	if errors.Is(err, fs.ErrNotExist) {
-		return fail(cli.ExitFail, "chat %s: no question is open (no run in progress)", *chat)
-	}
-	if err != nil {
-		return err
-	}
-	q := p.Question
+	// The rules are package spool's (AnswerQuestion), shared with
+	// watchd's page: one answer document, one first answer.
+	_, err = s.AnswerQuestion(*chat, *qid, text)
 	switch {
-	case q == nil || p.Done:
-		return fail(cli.ExitFail, "chat %s: no question is open (job %s is %s)", *chat, p.Job, p.State)
-	case *qid != "" && q.ID != *qid:
-		return fail(cli.ExitFail, "chat %s: question %s is not open (the open one is %s: %s)", *chat, *qid, q.ID, line(q.Text))
+	case errors.Is(err, spool.ErrNoQuestion), errors.Is(err, spool.ErrAnswered):
+		return fail(cli.ExitFail, "%v", err)
+	case errors.Is(err, spool.ErrBadAnswer):
+		return fail(cli.ExitUsage, "%v", err)
 	}
-	return s.WriteAnswer(*chat, &spool.Answer{Job: p.Job, Question: q.ID, Answer: text})
+	return err
 }
 
 // jobEnv is the job a command runs inside of, from the variables spoold

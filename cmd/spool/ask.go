@@ -11,11 +11,13 @@ import (
 	"github.com/vmspool/vmspool/spool"
 )
 
-const askUsage = `usage: spool ask [--options a,b] [--timeout D] TEXT
+const askUsage = `usage: spool ask [--options a,b] [--allow-empty] [--timeout D] TEXT
 
 Inside a job: asks the person TEXT (a question event with a fresh id),
 waits for chats/<chat>/answer.json to answer that id, and prints the
-answer. An answer to another question is ignored. Exit 124 on --timeout.
+answer. An answer to another question is ignored. With --options the
+answer is one of them; with --allow-empty an empty answer is one (else
+it is refused when given). Exit 124 on --timeout.
 `
 
 // askPoll is the safety net beside the watch, for filesystems whose
@@ -26,6 +28,7 @@ const askPoll = 2 * time.Second
 func (a *app) ask(args []string) error {
 	c := a.newCommand("ask", askUsage)
 	options := c.String("options", "", "the answers offered, `a,b,...`")
+	allowEmpty := c.Bool("allow-empty", false, "an empty answer answers the question")
 	var timeout durationFlag
 	c.Var(&timeout, "timeout", "give up after `D` (exit 124)")
 	pos, err := c.parse(args)
@@ -64,7 +67,7 @@ func (a *app) ask(args []string) error {
 	}
 	defer w.Close()
 	qid := "q" + spool.NewJobID(time.Now())
-	if _, err := s.AppendEvent(j.job, spool.Event{Type: spool.EventQuestion, ID: qid, Text: text, Options: opts}); err != nil {
+	if _, err := s.AppendEvent(j.job, spool.Event{Type: spool.EventQuestion, ID: qid, Text: text, Options: opts, AllowEmpty: *allowEmpty}); err != nil {
 		return err
 	}
 	var deadline <-chan time.Time

@@ -8,7 +8,7 @@ import (
 	"github.com/vmspool/vmspool/spool"
 )
 
-const fsckUsage = `usage: spool fsck [--fix] [--json]
+const fsckUsage = `usage: spool fsck [--fix] [--json] [--lease D]
 
 Reports, one line each, what breaks the invariants of docs/contract.md: a marker without
 a spec, a job in two states at once, a lease whose worker is dead, a
@@ -16,12 +16,17 @@ temporary older than an hour, a document that does not parse, a spec left
 without a marker for over an hour. With --fix, repairs each (see
 docs/spool-format.md) and says what it did. Exit 0 if clean (or, with
 --fix, if everything found was fixed), 1 otherwise.
+
+A lease's own lease_s is believed up to --lease (default 30s, spoold's):
+give it the --lease spoold runs with.
 `
 
 func (a *app) fsck(args []string) error {
 	c := a.newCommand("fsck", fsckUsage)
 	fix := c.Bool("fix", false, "repair what is found")
 	asJSON := c.Bool("json", false, "one JSON object a finding")
+	lease := durationFlag{d: spool.DefaultLease}
+	c.Var(&lease, "lease", "believe a lease's lease_s up to `D`, and judge one without by it (default 30s, spoold's --lease)")
 	pos, err := c.parse(args)
 	if err != nil {
 		return err
@@ -34,7 +39,10 @@ func (a *app) fsck(args []string) error {
 		return err
 	}
 	defer s.Close()
-	found, err := s.Fsck(spool.FsckOptions{Fix: *fix})
+	if lease.d <= 0 {
+		return usageErr("fsck", "--lease must be positive")
+	}
+	found, err := s.Fsck(spool.FsckOptions{Fix: *fix, Lease: lease.d})
 	if err != nil {
 		return err
 	}

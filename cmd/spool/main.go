@@ -32,7 +32,7 @@ The shell's view of the job spool (docs/contract.md). Commands:
   say TEXT                             inside a job: append a status event
   ask [--options a,b] [--timeout D] TEXT   inside a job: ask the person, print the answer
   gc [--older D] [--dry-run]           remove ended jobs' files older than D (default 7d)
-  fsck [--fix] [--json]                report (and repair) what breaks docs/contract.md
+  fsck [--fix] [--json] [--lease D]    report (and repair) what breaks docs/contract.md
 
 The spool is --spool DIR, else $SPOOL_DIR, else $JOBS_DIR, else
 /var/spool/vm for root and ${XDG_STATE_HOME:-~/.local/state}/vmspool.

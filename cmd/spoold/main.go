@@ -146,7 +146,7 @@ func parseFlags(args []string) (f flags, err error) {
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&f.dir, "spool", "", "the spool `DIR` (default $SPOOL_DIR, $JOBS_DIR, then the system default)")
 	fs.IntVar(&f.workers, "workers", 1, "jobs run at once by this daemon")
-	cli.DurationVar(fs, &f.lease, "lease", 30*time.Second, "lease; heartbeat every lease/3, recovery every lease")
+	cli.DurationVar(fs, &f.lease, "lease", spool.DefaultLease, "lease; heartbeat every lease/3, recovery every lease")
 	cli.DurationVar(fs, &f.grace, "grace", 10*time.Second, "how long a shutdown waits for running jobs")
 	cli.DurationVar(fs, &f.killGrace, "kill-grace", 5*time.Second, "between SIGTERM and SIGKILL to a job's process group")
 	fs.StringVar(&f.host, "host", "", "this host's name in leases (default the host name)")
@@ -260,11 +260,19 @@ func openSpool(dir string) (*spool.Spool, error) {
 }
 
 // gateFunc adapts the vmgate package to spoold's Gate, counting each
-// decision.
-func gateFunc(gate *vmgate.Gate, m *ops.GateMetrics) spoold.Gate {
-	return func(script string) spoold.Verdict {
+// decision. A job whose spec names its client's commit tool (a tool's
+// name: vmgate.ValidToolName) is refused in a message naming that one; the
+// decision is the same gate's, rules and all.
+func gateFunc(gate *vmgate.Gate, m *ops.GateMetrics, opts ...vmgate.Option) spoold.Gate {
+	return func(script, commitTool string) spoold.Verdict {
 		began := time.Now()
-		v := gate.Check(script)
+		g := gate
+		if commitTool != "" && vmgate.ValidToolName(commitTool) {
+			if named, err := vmgate.New(append(opts[:len(opts):len(opts)], vmgate.WithCommitTool(commitTool))...); err == nil {
+				g = named
+			}
+		}
+		v := g.Check(script)
 		r, git := "", ""
 		if v.Reason != nil {
 			r = *v.Reason

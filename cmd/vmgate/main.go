@@ -39,7 +39,8 @@ Refuses git writes in scripts before they reach the machine (docs/gate.md).
 Flags every command takes:
   --spool DIR          the spool (default $SPOOL_DIR, $JOBS_DIR, /var/spool/vm for root,
                        else ${XDG_STATE_HOME:-~/.local/state}/vmspool)
-  --commit-tool NAME   the commit tool the refusal names (default git_commit)
+  --commit-tool NAME   the commit tool the refusal names (default $VMSPOOL_COMMIT_TOOL
+                       when it is a tool's name, else git_commit)
   --rules FILE         more denials, one 'deny COMMAND [SUB] [: MESSAGE]' a line
   --version            print the version
 
@@ -98,7 +99,13 @@ func newFlags(cmd, synopsis string, stdout io.Writer) *common {
 	// are one line here, and -h prints the usage on stdout.
 	c.fs.SetOutput(io.Discard)
 	c.fs.StringVar(&c.spool, "spool", "", "the spool directory")
-	c.fs.StringVar(&c.commitTool, "commit-tool", vmgate.DefaultCommitTool, "the commit tool the refusal message names")
+	tool := vmgate.DefaultCommitTool
+	if env := os.Getenv(vmgate.CommitToolEnv); vmgate.ValidToolName(env) {
+		// Inside a job run for a client whose commit tool has another
+		// name: every refusal the agent reads names that one.
+		tool = env
+	}
+	c.fs.StringVar(&c.commitTool, "commit-tool", tool, "the commit tool the refusal message names")
 	c.fs.StringVar(&c.rules, "rules", "", "a rules file of more denials")
 	c.fs.BoolVar(&c.version, "version", false, "print the version")
 	c.fs.Usage = func() {}

@@ -30,14 +30,15 @@ const name = "watchd"
 const usage = `usage:
   watchd follow --chat C [--job J] [--json] [--timeout D] [--every D] [--poll D] [--spool DIR]
   watchd follow --url URL --chat C [--job J] [--json] [--timeout D] [--every D] [--token-file F]
-  watchd serve [--listen ADDR] [--socket PATH] [--no-token] [--poll D] [--spool DIR]
+  watchd serve [--listen ADDR] [--socket PATH] [--no-token] [--no-answer] [--poll D] [--spool DIR]
 
 follow prints each new status of the chat's run, one line each, until the
 run ends: exit 0 done, 1 failed or cancelled, 124 timed out. With --url it
 reads watchd serve (unix:/PATH, or http://HOST:PORT with the token) instead
 of the tree.
-serve serves GET /chats/C, GET /chats/C/events (server-sent events) and
-GET / (a page of live runs) on the spool's unix socket (watchd/serve.sock)
+serve serves GET /chats/C, GET /chats/C/events (server-sent events),
+GET / (a page of live runs) and POST /chats/C/answer (the page's answer
+to a run's question, its one write) on the spool's unix socket (watchd/serve.sock)
 and on loopback TCP (` + watchd.DefaultListen + `), which asks for the token in
 watchd/token; it prints the page's address, with the token, once.
 Run "watchd follow -h" or "watchd serve -h" for each one's flags.
@@ -298,7 +299,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	go hub.Run(base)
 	svc := ops.NewService(name, true, log)
 	metrics := ops.NewWatchdMetrics(svc.Registry)
-	srv := watchd.NewServer(watchd.ServerConfig{Spool: s, Hub: hub, Log: log, MaxSubscribers: f.maxSubs, WriteWait: f.wait, Metrics: metrics})
+	srv := watchd.NewServer(watchd.ServerConfig{Spool: s, Hub: hub, Log: log, MaxSubscribers: f.maxSubs, WriteWait: f.wait, Metrics: metrics, NoAnswer: f.noAnswer})
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Instrument("metrics", ops.MetricsHandler(svc.Registry)))
 	mux.Handle("/", srv)
@@ -447,7 +448,7 @@ func listenSocket(s *spool.Spool, path string) (*watchd.UnixListener, error) {
 type serveFlags struct {
 	common
 	listen, socket, addrFile, allowHost string
-	noToken                             bool
+	noToken, noAnswer                   bool
 	maxSubs                             int
 	rescan, wait                        time.Duration
 }
@@ -459,13 +460,14 @@ func parseServe(args []string, stdout io.Writer) (serveFlags, error) {
 	fs.StringVar(&f.listen, "listen", watchd.DefaultListen, "listen on TCP `ADDR` (port 0: any free port; none: no TCP), asking for the token")
 	fs.StringVar(&f.socket, "socket", "", "listen on the unix socket `PATH` (default the spool's watchd/serve.sock; none: no socket)")
 	fs.BoolVar(&f.noToken, "no-token", false, "serve TCP on loopback without a token: every local user may then read every chat")
+	fs.BoolVar(&f.noAnswer, "no-answer", false, "refuse answers from the page (POST /chats/C/answer): the server then writes nothing to the tree")
 	fs.StringVar(&f.addrFile, "addr-file", "", "write the TCP address listened on (unix:PATH without TCP) to `FILE` once listening (for scripts that use port 0)")
 	fs.StringVar(&f.allowHost, "allow-host", "", "also answer requests for these host `NAMES` (comma-separated; a reverse proxy's name; * for any). Loopback names and IP addresses are always answered")
 	fs.IntVar(&f.maxSubs, "max-subscribers", 4096, "refuse event streams beyond `N` with 503")
 	cli.DurationVar(fs, &f.rescan, "rescan", 5*time.Second, "inotify mode's safety-net re-read of followed chats every `D`")
 	cli.DurationVar(fs, &f.wait, "write-wait", watchd.WriteWait, "drop an event stream whose client has not taken a write for `D`")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: watchd serve [--listen ADDR] [--socket PATH] [--no-token] [--poll D] [--spool DIR]")
+		fmt.Fprintln(fs.Output(), "usage: watchd serve [--listen ADDR] [--socket PATH] [--no-token] [--no-answer] [--poll D] [--spool DIR]")
 		fs.PrintDefaults()
 	}
 	if err := parse(fs, &f.common, args, stdout); err != nil {

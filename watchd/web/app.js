@@ -2,8 +2,11 @@
 // latest status and a question waiting for an answer. The list comes from
 // GET chats (read again every few seconds); the runs still going are
 // followed live with an EventSource on chats/C/events?job=J, which replays
-// the run's recent lines and then sends each new one. Nothing here writes:
-// answering is `spool answer`, on the host. Over TCP, watchd asks for its
+// the run's recent lines and then sends each new one. The one thing it
+// writes is an answer to a run's open question (POST chats/C/answer, by
+// the rules of `spool answer`: the first answer wins). The address
+// #chat=C shows that chat alone: the one the chat's tool points its
+// person to when the dialog is gone. Over TCP, watchd asks for its
 // token: the page was opened from the address watchd serve printed, which
 // left an HttpOnly cookie that every request here carries by itself (the
 // page never sees the token). Text is only ever set with
@@ -120,15 +123,95 @@ function setStatus(r, text, ended) {
 }
 
 function setQuestion(r, q) {
+  // The same question shown again (a refresh, the stream's replay) keeps
+  // what the person is typing.
+  if (q && r.question && q.id === r.question.id && q.id && !r.questionEl.hidden) return;
   r.question = q || null;
   r.questionEl.replaceChildren();
   r.questionEl.hidden = !q;
   if (!q) return;
-  r.questionEl.append(el("strong", "", "Question: "), el("span", "text", q.text));
-  if (q.options && q.options.length) {
-    r.questionEl.append(el("span", "options", " [" + q.options.join(" / ") + "]"));
+  const options = Array.isArray(q.options) ? q.options.filter(o => typeof o === "string") : [];
+  r.questionEl.append(el("strong", "", "Question: "), el("span", "text", text(q.text)));
+  if (options.length) {
+    r.questionEl.append(el("span", "options", " [" + options.join(" / ") + "]"));
   }
+  r.questionEl.append(answerForm(r, q, options));
   r.questionEl.append(el("code", "how", answerLine(r.chat, q)));
+}
+
+// answerForm is what answers q from the page: a button per option, or a
+// text field (empty only where the question allows it). No <form>: the
+// page's CSP allows no form submission; the answer is sent by fetch.
+function answerForm(r, q, options) {
+  const box = el("div", "answer");
+  const said = el("span", "said", "");
+  const send = async (answer, controls) => {
+    controls.forEach(c => { c.disabled = true; });
+    said.textContent = "sending…";
+    said.dataset.result = "";
+    try {
+      const resp = await fetch("chats/" + encodeURIComponent(r.chat) + "/answer", {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ question: typeof q.id === "string" ? q.id : "", answer }),
+        cache: "no-store",
+      });
+      if (resp.ok) {
+        said.textContent = "answered: " + answer;
+        said.dataset.result = "ok";
+        return;
+      }
+      if (resp.status === 401) setConn("auth");
+      said.textContent = (await resp.text()).trim().replace(/^watchd: /, "");
+      said.dataset.result = "refused";
+    } catch (e) {
+      said.textContent = "not sent: watchd unreachable";
+      said.dataset.result = "refused";
+    }
+    controls.forEach(c => { c.disabled = false; });
+  };
+  if (options.length) {
+    const buttons = options.map(o => el("button", "option", o));
+    buttons.forEach((b, i) => b.addEventListener("click", () => send(options[i], buttons)));
+    box.append(...buttons);
+  } else {
+    const input = el("input", "reply");
+    input.type = "text";
+    input.placeholder = q.allow_empty === true ? "your answer (may be empty)" : "your answer";
+    const button = el("button", "send", "Answer");
+    const go = () => {
+      if (input.value.trim() === "" && q.allow_empty !== true) {
+        said.textContent = "this question needs an answer";
+        said.dataset.result = "refused";
+        return;
+      }
+      send(input.value, [input, button]);
+    };
+    button.addEventListener("click", go);
+    input.addEventListener("keydown", e => { if (e.key === "Enter") go(); });
+    box.append(input, button);
+  }
+  box.append(said);
+  return box;
+}
+
+// focus is the chat the address names (#chat=C), or "" for every chat.
+function focusChat() {
+  const m = /^#chat=(.*)$/.exec(location.hash);
+  if (!m) return "";
+  let c = "";
+  try { c = decodeURIComponent(m[1]); } catch (e) { return ""; }
+  return ID_RE.test(c) ? c : "";
+}
+
+// applyFocus shows the focused chat's row alone, or every row.
+function applyFocus() {
+  const f = focusChat();
+  const bar = document.getElementById("focus");
+  bar.hidden = !f;
+  document.getElementById("focus-chat").textContent = f;
+  for (const [chat, r] of rows) r.tr.hidden = !!f && chat !== f;
+  document.getElementById("focus-none").hidden = !f || rows.has(f);
 }
 
 function addLine(r, kind, text) {
@@ -198,7 +281,9 @@ function openStream(r) {
 
 // openStreams follows the newest runs still going, up to MAX_STREAMS.
 function openStreams() {
-  const live = [...rows.values()].filter(r => !r.done && r.job).sort((a, b) => b.updated - a.updated);
+  const f = focusChat();
+  const live = [...rows.values()].filter(r => !r.done && r.job)
+    .sort((a, b) => (b.chat === f) - (a.chat === f) || b.updated - a.updated);
   let open = live.filter(r => r.stream).length;
   for (const r of live) {
     if (open >= MAX_STREAMS) break;
@@ -276,10 +361,12 @@ async function refresh() {
   }
   const order = [...rows.values()].sort((a, b) => b.updated - a.updated);
   order.forEach((r, i) => { if (tbody.children[i] !== r.tr) tbody.insertBefore(r.tr, tbody.children[i] || null); });
-  document.getElementById("empty").hidden = rows.size > 0;
+  document.getElementById("empty").hidden = rows.size > 0 || !!focusChat();
   document.getElementById("runs").hidden = rows.size === 0;
+  applyFocus();
   openStreams();
 }
 
+window.addEventListener("hashchange", applyFocus);
 refresh();
 setInterval(refresh, REFRESH_MS);

@@ -1,7 +1,8 @@
 // Package web holds watchd serve's live page: plain HTML, CSS and a little
 // JavaScript, embedded in the binary so that the page needs no build step
 // and no file beside the daemon. The page reads only what watchd serves
-// (GET /chats, GET /chats/C, GET /chats/C/events) and writes nothing.
+// (GET /chats, GET /chats/C, GET /chats/C/events), and writes one thing:
+// a person's answer to a run's question (POST /chats/C/answer).
 package web
 
 import "embed"
