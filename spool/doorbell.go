@@ -23,7 +23,7 @@ import (
 // when it moved, where finding a new marker in the root meant listing
 // every name of every job kept until gc (docs/spoold.md, "Claiming").
 //
-// A bell lives while its job does: the end of a job (Finish) takes it, and
+// A bell lives while its job does: the end of a job (End) takes it, and
 // so does a poller that finds a bell whose job is neither queued nor
 // running. Taking it is a rename of the bell to a temporary first, then a
 // look at the marker: a job queued again meanwhile keeps its bell, whoever
