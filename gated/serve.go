@@ -16,14 +16,12 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"github.com/sirupsen/logrus"
 	"github.com/vmspool/vmspool/spool"
 	"github.com/vmspool/vmspool/vmgate"
@@ -62,7 +60,7 @@ type ServerConfig struct {
 	Machine  *vmgate.Machine // nil: decide only
 	Log      *logrus.Logger
 	Poll     time.Duration   // > 0: poll at this interval instead of inotify (NFS, FUSE)
-	Rescan   time.Duration   // safety-net rescan with inotify (default 1m)
+	Rescan   time.Duration   // the safety net's rescan of in/ (default 1m)
 	Parallel int             // allowed scripts run at once (default 2)
 	Timeout  time.Duration   // > 0: a run is stopped after this long
 	Grace    time.Duration   // on shutdown, runs may finish for this long (default 10s)
@@ -127,27 +125,19 @@ func Serve(ctx context.Context, cfg ServerConfig) error {
 	s.runCtx, s.stopRun = context.WithCancel(context.Background())
 	defer s.stopRun()
 
-	var events chan fsnotify.Event
-	var errs chan error
-	if cfg.Poll <= 0 {
-		wt, err := fsnotify.NewWatcher()
-		if err != nil {
-			return fmt.Errorf("vmgate: inotify: %w (use --poll)", err)
-		}
-		defer wt.Close()
-		// The watch goes on before the first scan, or requests written in
-		// between would never be seen.
-		if err := wt.Add(dirs[InDir].Path("")); err != nil {
-			return fmt.Errorf("vmgate: watch %s: %w", dirs[InDir].Path(""), err)
-		}
-		events, errs = wt.Events, wt.Errors
+	// The watch goes on before the first scan, or requests written in
+	// between would never be seen.
+	w, err := cfg.Spool.Watch(spool.WatchConfig{Poll: cfg.Poll, Rescan: cfg.Rescan}, spool.GateDir+"/"+InDir)
+	if err != nil {
+		return fmt.Errorf("vmgate: %w (use --poll)", err)
 	}
+	defer w.Close()
 	s.recover()
 	s.scan(ctx)
 	if cfg.Ready != nil {
 		cfg.Ready()
 	}
-	s.loop(ctx, events, errs)
+	s.loop(ctx, w.C)
 	return nil
 }
 
@@ -180,16 +170,10 @@ func (cfg *ServerConfig) fill() error {
 	return nil
 }
 
-// loop handles requests as they come (events, nil in poll mode) and at
-// each rescan, until ctx is done; then it lets the runs finish within the
-// grace.
-func (s *server) loop(ctx context.Context, events chan fsnotify.Event, errs chan error) {
-	every := s.cfg.Rescan
-	if s.cfg.Poll > 0 {
-		every = s.cfg.Poll
-	}
-	tick := time.NewTicker(every)
-	defer tick.Stop()
+// loop handles requests as they come (a change of in/: a name, or a
+// Look that reads it whole) until ctx is done; then it lets the runs
+// finish within the grace.
+func (s *server) loop(ctx context.Context, changes <-chan spool.Change) {
 	// The heartbeat shows a watchdog that the loop is not stuck, even when
 	// no request comes.
 	heart := time.NewTicker(5 * time.Second)
@@ -203,30 +187,21 @@ func (s *server) loop(ctx context.Context, events chan fsnotify.Event, errs chan
 		case <-ctx.Done():
 			s.shutdown()
 			return
-		case ev, ok := <-events:
+		case c, ok := <-changes:
 			if !ok {
-				events = nil
+				changes = nil
 				continue
 			}
-			// Requests arrive by rename, which inotify reports as Create.
-			if ev.Has(fsnotify.Create) {
-				s.handle(ctx, filepath.Base(ev.Name))
+			switch {
+			case c.Op&spool.Created != 0:
+				// Requests arrive by rename, a Create of their name.
+				s.handle(ctx, c.Name)
+			case c.Op == spool.Look:
+				if c.Err != nil {
+					s.log.WithError(c.Err).Warn("in/: rescanning")
+				}
+				s.scan(ctx)
 			}
-		case err, ok := <-errs:
-			// Errors must always be drained: an unread overflow stalls the
-			// watcher for good. On overflow, events were lost: rescan.
-			if !ok {
-				errs = nil
-				continue
-			}
-			if errors.Is(err, fsnotify.ErrEventOverflow) {
-				s.log.Warn("inotify queue overflowed; rescanning")
-			} else {
-				s.log.WithError(err).Warn("inotify")
-			}
-			s.scan(ctx)
-		case <-tick.C:
-			s.scan(ctx)
 		}
 	}
 }

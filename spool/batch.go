@@ -86,13 +86,17 @@ func (s *Spool) SubmitBatch(specs []*Spec) ([]string, error) {
 				unix.Unlinkat(dfd, rest.ID+ExtSpec, 0)
 			}
 			s.syncAll(specs[:i], ExtReady)
+			s.ringAll(ids)
 			return ids, fmt.Errorf("job %s: writing marker: %w", sp.ID, err)
 		}
 		ids = append(ids, sp.ID)
 	}
 	if err := s.syncAll(specs, ExtReady); err != nil {
+		s.ringAll(ids)
 		return ids, fmt.Errorf("making the markers durable: %w", err)
 	}
+	// After the markers, as a hint to daemons that poll (doorbell.go).
+	s.ringAll(ids)
 	return ids, nil
 }
 

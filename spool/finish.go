@@ -53,7 +53,8 @@ type Ending struct {
 //     result, so that a watcher that starts after the result never takes
 //     it for a run of its own (docs/contract.md, invariant 7);
 //  4. the result is written, durably: the job has ended (invariant 4);
-//  5. the lease is removed.
+//  5. the lease is removed, and then the job's bell (doorbell.go), a
+//     hint that a crash before leaves to a poller or gc.
 //
 // A crash between any two steps leaves the lease with its ending, and End
 // called again with that lease (recoverJob, fsck) resumes: the recorded
@@ -94,7 +95,12 @@ func (s *Spool) End(e Ending) error {
 		if r := cur.Ending; r != nil && r.Job == job && r.State.Final() {
 			res, resumed = r, true
 			if _, err := s.root.Lstat(job + res.State.Ext()); err == nil {
-				return s.dropLease(res, e.Lease) // only the last step was left
+				// Only the last step was left.
+				if err := s.dropLease(res, e.Lease); err != nil {
+					return err
+				}
+				s.Unring(job)
+				return nil
 			}
 		}
 	}
@@ -157,6 +163,9 @@ func (s *Spool) End(e Ending) error {
 			return err
 		}
 	}
+	// Ended: its bell goes (doorbell.go; a crash before leaves it to a
+	// poller or gc).
+	s.Unring(job)
 	return nil
 }
 

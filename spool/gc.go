@@ -28,7 +28,8 @@ const DefaultGCAge = 7 * 24 * time.Hour
 // touches a queued, running or new job, nor a job in two states (fsck's
 // business). It then removes progress/<chat> and chats/<chat>/ of chats
 // that no live job names, when they too are older than opt.Older and no
-// one holds the chat's lock. report is called with each name removed (or,
+// one holds the chat's lock, and takes the bells (doorbell/) of jobs
+// neither queued nor running. report is called with each name removed (or,
 // with DryRun, that would be).
 func (s *Spool) GC(opt GCOptions, report func(name string)) error {
 	if opt.Older <= 0 {
@@ -50,6 +51,7 @@ func (s *Spool) GC(opt GCOptions, report func(name string)) error {
 			g.errs = append(g.errs, err)
 		}
 	}
+	g.gcDoorbell(jobs)
 	progress, _ := s.readDirNames(ProgressDir)
 	for _, chat := range progress {
 		if !ValidID(chat) || g.live[chat] {

@@ -118,7 +118,9 @@ func (s *Spool) Claim(job string, l Lease) (lease, prev *Lease, err error) {
 	if err := s.writeLease(&l); err != nil {
 		// Put the marker back so the job stays queued; if even that
 		// fails, recovery finds an unreadable lease and queues it.
-		s.root.Rename(job+ExtRunning, job+ExtReady)
+		if s.root.Rename(job+ExtRunning, job+ExtReady) == nil {
+			s.Ring(job)
+		}
 		return nil, nil, fmt.Errorf("job %s: writing lease: %w", job, err)
 	}
 	if m.recovered() {
@@ -217,6 +219,7 @@ func (s *Spool) Requeue(old *Lease, notBefore time.Time) (bool, error) {
 			return false, syncDir(s.root)
 		}
 	}
+	s.Ring(job)
 	return true, syncDir(s.root)
 }
 
@@ -238,6 +241,7 @@ func (s *Spool) Unclaim(l *Lease) (bool, error) {
 	if err := s.root.Rename(l.Job+ExtRunning, l.Job+ExtReady); err != nil {
 		return false, fmt.Errorf("job %s: unclaim: %w", l.Job, err)
 	}
+	s.Ring(l.Job)
 	return true, syncDir(s.root)
 }
 

@@ -101,5 +101,6 @@ func (s *Spool) RequeueEnded(job string) (State, error) {
 	if err := s.root.Rename(job+st.Ext(), job+ExtReady); err != nil {
 		return st, fmt.Errorf("job %s: requeue: %w", job, err)
 	}
+	s.Ring(job)
 	return st, syncDir(s.root)
 }

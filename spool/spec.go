@@ -206,6 +206,8 @@ func (s *Spool) Submit(sp *Spec) (string, error) {
 		}
 		return "", fmt.Errorf("job %s: claimed at once, but the submit could not be made durable: %w", id, err)
 	}
+	// After the marker, as a hint to daemons that poll (doorbell.go).
+	s.Ring(id)
 	return id, nil
 }
 

@@ -862,7 +862,7 @@ func TestScanAndJobFiles(t *testing.T) {
 		t.Errorf("Scan jobs = %v", jobs)
 	}
 	sort.Strings(other)
-	if strings.Join(other, " ") != ".a.json123 chats corrupt gate junk.txt progress" {
+	if strings.Join(other, " ") != ".a.json123 chats corrupt doorbell gate junk.txt progress" {
 		t.Errorf("Scan other = %v", other)
 	}
 	if ids := SortedIDs(jobs); strings.Join(ids, " ") != "a b" {

@@ -129,7 +129,7 @@ func Create(dir string) (*Spool, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, d := range []string{ProgressDir, ChatsDir, CorruptDir, GateDir} {
+	for _, d := range []string{ProgressDir, ChatsDir, CorruptDir, GateDir, DoorbellDir} {
 		if err := s.mkdir(d); err != nil {
 			s.Close()
 			return nil, err

@@ -87,6 +87,11 @@ func (d *Daemon) handle(it *item) {
 		return
 	}
 	d.cfg.Metrics.Claimed(time.Since(it.at))
+	if shared {
+		// Other hosts learn of the claim at the doorbell, not from a
+		// listing of the root: a lease to judge, should this host die.
+		d.s.Ring(it.job)
+	}
 	d.execute(sp, lease, prev, chatLock)
 }
 

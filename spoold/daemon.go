@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"github.com/sirupsen/logrus"
 	"github.com/vmspool/vmspool/spool"
 )
@@ -36,8 +35,8 @@ type Daemon struct {
 	s    *spool.Spool
 	log  *logrus.Logger
 	q    *queue
-	w    *fsnotify.Watcher // nil in poll mode
-	root string            // the spool's path as the watcher reports it
+	w    *spool.Watch // the root, and the chats/<chat>/ of runs with a question
+	root string       // the spool's absolute path, handed to jobs
 	boot string
 	pid  int
 	pst  uint64
@@ -60,7 +59,7 @@ type Daemon struct {
 	scriptEnv *ScriptEnv // what a script job's spec may set (scriptenv.go)
 	cg        *cgroups   // where its jobs' cgroups are made; nil: none (cgroup.go)
 
-	rootSeen sighting // the root's stamp at the last polls (poll)
+	ls listing // when the root is read whole (listing.go)
 
 	floorMu  sync.Mutex
 	floorAt  time.Time // when the free space was last checked (limits.go)
@@ -112,30 +111,31 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err := d.startCgroups(ctx); err != nil {
 		return err
 	}
-	if d.cfg.Poll <= 0 {
-		// The watch goes on before the first scan, or a marker created in
-		// between would never be seen. It watches the root directory, never
-		// a file: a file's watch is lost at its first replacing rename.
-		w, err := fsnotify.NewBufferedWatcher(4096)
-		if err != nil {
-			return fmt.Errorf("spoold: inotify: %w (or run with --poll)", err)
-		}
-		if err := w.Add(d.root); err != nil {
-			w.Close()
-			return fmt.Errorf("spoold: watching %s: %w (or run with --poll)", d.root, err)
-		}
-		d.w = w
+	// The watch goes on before the first scan, or a marker created in
+	// between would never be seen. With --poll it looks at the root's
+	// stamp every poll, and at the doorbell's (doorbell.go); with inotify
+	// its safety net is --rescan.
+	wcfg := spool.WatchConfig{Poll: d.cfg.Poll, Buffer: 4096, Make: true}
+	dirs := []string{""}
+	if d.cfg.Poll > 0 {
+		dirs = append(dirs, spool.DoorbellDir)
+	} else {
+		wcfg.Rescan = d.cfg.Rescan
 	}
+	w, err := d.s.Watch(wcfg, dirs...)
+	if err != nil {
+		return fmt.Errorf("spoold: %w (or run with --poll)", err)
+	}
+	d.w = w
 	d.log.WithFields(logrus.Fields{"worker": d.cfg.Worker, "spool": d.root, "workers": d.cfg.Workers,
 		"lease": d.cfg.Lease.String(), "poll": d.cfg.Poll.String()}).Info("serving")
 
 	evCtx, stopEvents := context.WithCancel(context.Background())
 	var evDone sync.WaitGroup
-	if d.w != nil {
-		evDone.Add(1)
-		go func() { defer evDone.Done(); d.events(evCtx, d.w.Events, d.w.Errors) }()
-	}
-	d.rescan()
+	evDone.Add(1)
+	go func() { defer evDone.Done(); d.events(evCtx, d.w.C) }()
+	d.firstListing()
+	d.doorbell()
 	d.recoverAll()
 
 	claimCtx, stopClaiming := context.WithCancel(context.Background())
@@ -167,10 +167,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	grace.Stop()
 	<-allDone
 	stopEvents()
-	if d.w != nil {
-		d.w.Close()
-	}
+	d.w.Close()
 	evDone.Wait()
+	d.stopListing()
 	d.bg.Wait()
 	d.log.WithField("worker", d.cfg.Worker).Info("stopped")
 	return nil
@@ -197,17 +196,16 @@ func (d *Daemon) work(ctx context.Context) {
 // ticks drives what no event reports: recovery every half lease (a
 // heartbeat is dead once seen still for a lease: looked at every half
 // lease, a dead worker's job is taken over between one and two leases
-// after its last heartbeat), the safety rescan (or, in poll mode, the poll
-// itself).
+// after its last heartbeat), and in poll mode the runs' wake-ups.
 func (d *Daemon) ticks(ctx context.Context) {
 	rec := time.NewTicker(d.cfg.Lease / 2)
 	defer rec.Stop()
-	every := d.cfg.Rescan
+	var poll <-chan time.Time
 	if d.cfg.Poll > 0 {
-		every = d.cfg.Poll
+		t := time.NewTicker(d.cfg.Poll)
+		defer t.Stop()
+		poll = t.C
 	}
-	scan := time.NewTicker(every)
-	defer scan.Stop()
 	// A chat's lock can free with no event this daemon hears of: another
 	// host's run on NFS, or a dead worker's orphans exiting. Waiting chats
 	// are tried again every second (one flock each, no directory read).
@@ -219,12 +217,8 @@ func (d *Daemon) ticks(ctx context.Context) {
 			return
 		case <-rec.C:
 			d.recoverAll()
-		case <-scan.C:
-			if d.w == nil {
-				d.poll()
-			} else {
-				d.rescan()
-			}
+		case <-poll:
+			d.wakeAll()
 		case <-parked.C:
 			if d.q.parkedChats() > 0 {
 				d.q.retryAll()
@@ -236,42 +230,34 @@ func (d *Daemon) ticks(ctx context.Context) {
 	}
 }
 
-// events reads the watcher. Errors are always drained: fsnotify feeds both
-// channels from one goroutine, so an unread overflow would stall it.
-func (d *Daemon) events(ctx context.Context, evs <-chan fsnotify.Event, errs <-chan error) {
+// events takes the watch's changes until ctx is done.
+func (d *Daemon) events(ctx context.Context, changes <-chan spool.Change) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case ev, ok := <-evs:
+		case c, ok := <-changes:
 			if !ok {
 				return
 			}
-			d.event(ev)
-		case err, ok := <-errs:
-			if !ok {
-				return
-			}
-			if errors.Is(err, fsnotify.ErrEventOverflow) {
-				d.log.WithField("worker", d.cfg.Worker).Warn("inotify queue overflowed: rescanning the spool")
-				d.rescan()
-				continue
-			}
-			d.log.WithError(err).WithField("worker", d.cfg.Worker).Warn("inotify")
+			d.event(c)
 		}
 	}
 }
 
 // event dispatches one change of the tree by its name; it never reads the
-// directory.
-func (d *Daemon) event(ev fsnotify.Event) {
-	dir, name := filepath.Split(ev.Name)
-	dir = strings.TrimSuffix(dir, "/")
-	if dir != d.root {
-		// chats/<chat>/answer.json, for a run with an open question.
-		if filepath.Base(name) == spool.AnswerFile && filepath.Dir(dir) == filepath.Join(d.root, spool.ChatsDir) {
+// directory but for a Look of the root.
+func (d *Daemon) event(c spool.Change) {
+	if c.Dir == spool.DoorbellDir {
+		d.doorbell()
+		return
+	}
+	if c.Dir != "" {
+		// chats/<chat>/: its answer.json, for a run with an open question.
+		chat, ok := strings.CutPrefix(c.Dir, spool.ChatsDir+"/")
+		if ok && (c.Op == spool.Look || c.Name == spool.AnswerFile) {
 			d.mu.Lock()
-			r := d.chats[filepath.Base(dir)]
+			r := d.chats[chat]
 			d.mu.Unlock()
 			if r != nil {
 				poke(r.answerWake)
@@ -279,17 +265,28 @@ func (d *Daemon) event(ev fsnotify.Event) {
 		}
 		return
 	}
-	job, ext, ok := spool.SplitName(name)
+	if c.Op == spool.Look {
+		if c.Err != nil {
+			d.log.WithError(c.Err).WithField("worker", d.cfg.Worker).Warn("rescanning the spool")
+		}
+		// With inotify, a Look is lost events or the safety net, which also
+		// retries what failed: the root is listed whatever its stamp. A
+		// poll's Look is the root's stamp moving.
+		d.lookRoot(c.Err != nil || d.cfg.Poll <= 0)
+		return
+	}
+	job, ext, ok := spool.SplitName(c.Name)
 	if !ok {
 		return
 	}
+	has := func(op spool.Op) bool { return c.Op&op != 0 }
 	switch ext {
 	case spool.ExtReady:
-		if ev.Has(fsnotify.Create) {
+		if has(spool.Created) {
 			d.enqueue(job)
 		}
 	case spool.ExtEvents:
-		if ev.Has(fsnotify.Write) || ev.Has(fsnotify.Create) {
+		if has(spool.Written) || has(spool.Created) {
 			d.mu.Lock()
 			r := d.runs[job]
 			d.mu.Unlock()
@@ -298,19 +295,19 @@ func (d *Daemon) event(ev fsnotify.Event) {
 			}
 		}
 	case spool.ExtCancel:
-		if ev.Has(fsnotify.Create) || ev.Has(fsnotify.Write) {
+		if has(spool.Created) || has(spool.Written) {
 			d.cancel(job)
 		}
 	case spool.ExtRunning:
 		d.mu.Lock()
-		if ev.Has(fsnotify.Create) {
+		if has(spool.Created) {
 			d.running[job] = struct{}{}
-		} else if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
+		} else if has(spool.Removed) {
 			delete(d.running, job)
 		}
 		d.mu.Unlock()
 	case spool.ExtDone, spool.ExtFailed, spool.ExtCancelled:
-		if ev.Has(fsnotify.Create) && d.q.parkedChats() > 0 {
+		if has(spool.Created) && d.q.parkedChats() > 0 {
 			// Another daemon's run ended: its chat may be free for a job
 			// that waits for it. The result names the chat.
 			st := map[string]spool.State{spool.ExtDone: spool.Done, spool.ExtFailed: spool.Failed, spool.ExtCancelled: spool.Cancelled}[ext]
@@ -355,37 +352,9 @@ func (d *Daemon) quarantine(name, why string) {
 	e.WithField("to", spool.CorruptDir+"/"+dst).Warn("moved aside")
 }
 
-// rootSettle is how long after the root's stamp last changed a poll still
-// reads the root whole: two changes within the filesystem's time
-// granularity (a second over sftp) may leave one stamp.
-const rootSettle = 2 * time.Second
-
-// poll is poll mode's look at the tree. The root is read whole only while
-// it may have changed: its stamp (spool.RootStamp: mtime, ctime) moved
-// since the last poll, or moved less than rootSettle ago, as this daemon
-// watched it. Every change a poll must see (a marker queued or queued
-// again, a cancel, a lease taken or given up, a result) adds, removes or
-// renames a name in the root; so an idle spool costs a poll one stat of
-// the root, however many ended jobs it keeps until gc, where it cost a
-// listing of every name they have. The runs are woken, and the chats that
-// jobs wait for tried, either way.
-func (d *Daemon) poll() {
-	st, err := d.s.RootStamp()
-	now := time.Now()
-	if err == nil && st == d.rootSeen.stamp && now.Sub(d.rootSeen.since) >= rootSettle {
-		d.wakeAll()
-		return
-	}
-	if err != nil || st != d.rootSeen.stamp {
-		d.rootSeen = sighting{stamp: st, since: now}
-	}
-	if !d.rescan() {
-		d.rootSeen = sighting{} // read it again at the next poll
-	}
-}
-
-// rescan reads the root's names once: at start, after an overflow, as the
-// safety net, and as the poll. It adds the markers not known yet, keeps the
+// rescan reads the root's names once (listing.go says when): at start,
+// after an overflow, as the safety net, and in poll mode after the root
+// moved. It adds the markers not known yet, keeps the
 // set of leases current, hands cancel requests on, and retries every chat
 // that jobs wait for. It reports whether the root could be read.
 func (d *Daemon) rescan() bool {
@@ -427,7 +396,7 @@ func (d *Daemon) rescan() bool {
 // events and answers), and in either mode tries again every chat that
 // jobs wait for.
 func (d *Daemon) wakeAll() {
-	if d.w == nil {
+	if d.cfg.Poll > 0 {
 		d.mu.Lock()
 		var mine []*run
 		for _, r := range d.runs {

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/fsnotify/fsnotify"
 	"github.com/vmspool/vmspool/spool"
 )
 
@@ -24,21 +23,23 @@ func newTestDaemon(t *testing.T) (*Daemon, *spool.Spool) {
 	return d, s
 }
 
-// An inotify queue overflow loses events: the daemon answers it with a
-// rescan, which finds the markers no event told of.
+// An inotify queue overflow loses events: the watch says so with a Look,
+// which the daemon answers with a rescan that finds the markers no event
+// told of.
 func TestOverflowRescans(t *testing.T) {
 	d, s := newTestDaemon(t)
 	os.WriteFile(s.Path("lost.json"), []byte(`{"chat":"c","argv":["true"]}`), 0o640)
 	os.WriteFile(s.Path("lost.ready"), nil, 0o640)
-	evs, errs := make(chan fsnotify.Event), make(chan error)
+	changes := make(chan spool.Change)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go d.events(ctx, evs, errs)
+	go d.events(ctx, changes)
 	if d.q.has("lost") {
 		t.Fatal("known before any event")
 	}
-	errs <- fsnotify.ErrEventOverflow
-	evs <- fsnotify.Event{Name: filepath.Join(d.root, "other.ready"), Op: fsnotify.Create} // handled after the rescan
+	changes <- spool.Change{Op: spool.Look, Err: spool.ErrOverflow}
+	changes <- spool.Change{Name: "other.ready", Op: spool.Created} // taken once the Look was
+	d.bg.Wait()                                                     // the listing, in the background
 	if !d.q.has("lost") {
 		t.Fatal("the rescan after an overflow did not find the marker")
 	}
@@ -50,25 +51,25 @@ func TestEventDispatch(t *testing.T) {
 	d, s := newTestDaemon(t)
 	os.WriteFile(s.Path("j.ready"), nil, 0o640)
 	os.WriteFile(s.Path(".j.ready123"), nil, 0o640)
-	d.event(fsnotify.Event{Name: filepath.Join(d.root, ".j.ready123"), Op: fsnotify.Create})
+	d.event(spool.Change{Name: ".j.ready123", Op: spool.Created})
 	if d.q.len() != 0 {
 		t.Fatal("a temporary was queued")
 	}
-	d.event(fsnotify.Event{Name: filepath.Join(d.root, "j.ready"), Op: fsnotify.Create})
+	d.event(spool.Change{Name: "j.ready", Op: spool.Created})
 	if !d.q.has("j") {
 		t.Fatal("marker not queued")
 	}
-	d.event(fsnotify.Event{Name: filepath.Join(d.root, "k.running"), Op: fsnotify.Create})
+	d.event(spool.Change{Name: "k.running", Op: spool.Created})
 	if _, ok := d.running["k"]; !ok {
 		t.Fatal("lease not remembered")
 	}
-	d.event(fsnotify.Event{Name: filepath.Join(d.root, "k.running"), Op: fsnotify.Rename})
+	d.event(spool.Change{Name: "k.running", Op: spool.Removed})
 	if _, ok := d.running["k"]; ok {
 		t.Fatal("lease renamed away still remembered")
 	}
 	// A marker that is not a plain file goes to corrupt/.
 	os.Mkdir(s.Path("d.ready"), 0o750)
-	d.event(fsnotify.Event{Name: filepath.Join(d.root, "d.ready"), Op: fsnotify.Create})
+	d.event(spool.Change{Name: "d.ready", Op: spool.Created})
 	if _, err := os.Stat(s.Path("corrupt/d.ready.why")); err != nil {
 		t.Errorf("a directory marker was not moved aside: %v", err)
 	}

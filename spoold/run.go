@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -95,8 +94,8 @@ func (d *Daemon) removeRun(r *run) {
 		delete(d.chats, r.sp.Chat)
 	}
 	d.mu.Unlock()
-	if r.watching && d.w != nil {
-		d.w.Remove(filepath.Join(d.root, spool.ChatDir(r.sp.Chat)))
+	if r.watching {
+		d.w.Remove(spool.ChatDir(r.sp.Chat))
 	}
 }
 
@@ -739,10 +738,9 @@ func (r *run) watchAnswers() {
 	d.mu.Lock()
 	d.chats[r.sp.Chat] = r
 	d.mu.Unlock()
-	if d.w != nil {
-		if err := d.w.Add(filepath.Join(d.root, spool.ChatDir(r.sp.Chat))); err != nil {
-			r.log.WithError(err).Warn("cannot watch for answers; checking on every flush")
-		}
+	if err := d.w.Add(spool.ChatDir(r.sp.Chat)); err != nil {
+		r.watching = false
+		r.log.WithError(err).Warn("cannot watch for answers; checking on every flush")
 	}
 }
 

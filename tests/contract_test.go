@@ -12,8 +12,9 @@ package tests
 // Every case is run by every writer that can be given it, each on a spool
 // of its own. A case that queues is checked as an operator would: the
 // writer printed or returned the id; the tree holds the spec and an empty
-// marker, both mode 0640 and the spool's owner's, and nothing else new
-// (no temporary, no directory); the spec reads back with the fields the
+// marker, both mode 0640 and the spool's owner's, and, where the spool has
+// doorbell/, a new empty bell, and nothing else new (no temporary, no
+// directory); the spec reads back with the fields the
 // case names; the chat's progress and answer named by the case are gone,
 // removed after the spec appeared and before the marker did (inotify's
 // own account of the directories); and nothing else of the tree, or
@@ -286,6 +287,16 @@ func checkQueued(t *testing.T, r *contractRun, out contractOutcome, before, afte
 	}
 	if after[rel(id+spool.ExtReady)].data != "" {
 		t.Errorf("%s: the marker is not empty: %q", out.what, after[rel(id+spool.ExtReady)].data)
+	}
+	// A spool with doorbell/ is rung for: an empty doorbell/<id>, new
+	// (docs/spool-format.md, "The doorbell").
+	if d, ok := before[rel(spool.DoorbellDir)]; ok && d.kind == "dir" {
+		bell := rel(spool.DoorbellDir + "/" + id)
+		e, ok := after[bell]
+		if !ok || e.kind != "file" || e.data != "" {
+			t.Errorf("%s: no bell at %s (%+v)", out.what, bell, e)
+		}
+		want[bell] = e
 	}
 	diffTrees(t, "queued", want, after)
 

@@ -394,8 +394,15 @@ func (c *mhCluster) submitToStart(tb testing.TB, chat string) time.Duration {
 	tb.Helper()
 	began := time.Now()
 	job := c.serverSubmit(chat, mhJobArgv(chat, 0, "")...)
+	return c.startedAfter(tb, job, began, 5*time.Minute, 5*time.Millisecond)
+}
+
+// startedAfter waits (within, looking every every) for job's first run,
+// as the job recorded it, and returns how long after began it started.
+func (c *mhCluster) startedAfter(tb testing.TB, job string, began time.Time, within, every time.Duration) time.Duration {
+	tb.Helper()
 	var started time.Time
-	eventually(tb, 5*time.Minute, 5*time.Millisecond, "the job to start", func() bool {
+	eventually(tb, within, every, "job "+job+" to start", func() bool {
 		for _, r := range mhReadRuns(tb, c.runs)[job] {
 			started = r.first
 			return true

@@ -214,7 +214,7 @@ func TestOpsNotify(t *testing.T) {
 		works func(t *testing.T, dir string, args []string)
 	}{
 		{"spoold", func(dir string) []string { return []string{"--spool", dir} }, func(t *testing.T, dir string, _ []string) {
-			for _, d := range []string{spool.ProgressDir, spool.ChatsDir, spool.CorruptDir, spool.GateDir} {
+			for _, d := range []string{spool.ProgressDir, spool.ChatsDir, spool.CorruptDir, spool.GateDir, spool.DoorbellDir} {
 				if fi, err := os.Stat(filepath.Join(dir, d)); err != nil || !fi.IsDir() {
 					t.Errorf("READY=1 before the tree was made: %s: %v", d, err)
 				}

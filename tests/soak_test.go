@@ -611,7 +611,7 @@ func TestSoak(t *testing.T) {
 		switch {
 		case strings.HasPrefix(n, "."):
 			temps++
-		case n != spool.ProgressDir && n != spool.ChatsDir && n != spool.CorruptDir && n != spool.GateDir:
+		case n != spool.ProgressDir && n != spool.ChatsDir && n != spool.CorruptDir && n != spool.GateDir && n != spool.DoorbellDir:
 			t.Errorf("unexpected name in the root: %s", n)
 		}
 	}

@@ -6,7 +6,7 @@
 // It has three parts. A Follower is pure bookkeeping: documents in,
 // outputs out, with the two guards of invariant 7 of docs/contract.md (the start
 // stamp and the job id) and the seq that makes each event said once, in
-// order. A Hub watches the progress/ directory once (fsnotify, or a poll
+// order. A Hub watches the progress/ directory once (spool.Watch: inotify, or a poll
 // for shared filesystems) and hands each subscriber the newest document
 // of its chat, read once per change however many subscribe. A Watcher
 // joins the two for one subscriber, and falls back to the job's result

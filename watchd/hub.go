@@ -5,26 +5,26 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"github.com/sirupsen/logrus"
 	"github.com/vmspool/vmspool/spool"
 )
 
 // HubConfig configures a Hub.
 type HubConfig struct {
-	// Poll, if not zero, replaces inotify: every Poll the subscribed
-	// chats' documents are stat'd (one lstat each, never a readdir) and
-	// read if they changed. For NFS, FUSE and trees shared between hosts,
-	// whose changes inotify never sees.
+	// Poll, if not zero, replaces inotify: every Poll progress/ is stat'd
+	// (spool.Watch's poll), and while it moved the subscribed chats'
+	// documents are stat'd (one lstat each, never a readdir) and read if
+	// they changed. For NFS, FUSE and trees shared between hosts, whose
+	// changes inotify never sees.
 	Poll time.Duration
-	// Rescan is the safety net of the inotify mode: every Rescan the
-	// subscribed chats' documents are stat'd and read if they changed
-	// unseen (a watch lost to an unmount, a missed event). Default 5s.
+	// Rescan is the safety net: every Rescan the subscribed chats'
+	// documents are stat'd and read if they changed unseen (a watch lost
+	// to an unmount, a missed event, a document written in place).
+	// Default 5s.
 	Rescan time.Duration
 	// Log gets one line per warning: a document that does not parse, a
 	// symlink in a document's place, a lost watch.
@@ -48,8 +48,7 @@ type Hub struct {
 	s   *spool.Spool
 	cfg HubConfig
 	log logrus.FieldLogger
-	w   *fsnotify.Watcher // nil in poll mode
-	dir fileID            // the progress/ directory watched
+	w   *spool.Watch // progress/
 
 	mu    sync.Mutex
 	chats map[string]*chatWatch
@@ -83,9 +82,10 @@ func idOf(fi fs.FileInfo) fileID {
 }
 
 // NewHub starts watching the spool's progress/ directory (creating it,
-// empty, if it is missing: a watcher may start before any daemon did).
-// The watch is in place when NewHub returns, so a document read after it
-// can never miss a later change. Run must be called to deliver changes.
+// empty, if it is missing: a watcher may start before any daemon did; and
+// again should it be removed). The watch is in place when NewHub returns,
+// so a document read after it can never miss a later change. Run must be
+// called to deliver changes.
 func NewHub(s *spool.Spool, cfg HubConfig) (*Hub, error) {
 	if cfg.Rescan <= 0 {
 		cfg.Rescan = 5 * time.Second
@@ -96,21 +96,11 @@ func NewHub(s *spool.Spool, cfg HubConfig) (*Hub, error) {
 		l.SetOutput(discard{})
 		h.log = l
 	}
-	if err := h.ensureDir(); err != nil {
-		return nil, err
-	}
-	if cfg.Poll > 0 {
-		return h, nil
-	}
-	w, err := fsnotify.NewWatcher()
+	w, err := s.Watch(spool.WatchConfig{Poll: cfg.Poll, Rescan: cfg.Rescan, Make: true}, spool.ProgressDir)
 	if err != nil {
-		return nil, fmt.Errorf("watching %s: %w (try --poll 1s)", s.Path(spool.ProgressDir), err)
+		return nil, fmt.Errorf("%w (try --poll 1s)", err)
 	}
 	h.w = w
-	if err := h.addWatch(); err != nil {
-		w.Close()
-		return nil, err
-	}
 	return h, nil
 }
 
@@ -118,112 +108,33 @@ type discard struct{}
 
 func (discard) Write(b []byte) (int, error) { return len(b), nil }
 
-func (h *Hub) ensureDir() error {
-	if err := h.s.EnsureDir(spool.ProgressDir); err != nil {
-		return err
-	}
-	fi, err := h.s.Stat(spool.ProgressDir)
-	if err != nil {
-		return fmt.Errorf("spool %s: %w", h.s.Path(spool.ProgressDir), err)
-	}
-	if !fi.IsDir() {
-		return fmt.Errorf("spool %s: %w (want a directory)", h.s.Path(spool.ProgressDir), spool.ErrNotRegular)
-	}
-	h.dir = idOf(fi)
-	h.dir.size, h.dir.mtime, h.dir.ctime = 0, 0, 0
-	return nil
-}
-
-// addWatch watches the DIRECTORY: a watch on the document itself is lost
-// at its first replace, and the new name arrives as a Create
-// (IN_MOVED_TO) in the directory.
-func (h *Hub) addWatch() error {
-	p := h.s.Path(spool.ProgressDir)
-	if err := h.w.Add(p); err != nil {
-		return fmt.Errorf("watching %s: %w (try --poll 1s)", p, err)
-	}
-	return nil
-}
-
 // Close stops the watch.
-func (h *Hub) Close() error {
-	if h.w != nil {
-		return h.w.Close()
-	}
-	return nil
-}
+func (h *Hub) Close() error { return h.w.Close() }
 
-// Run delivers changes until ctx is done.
+// Run delivers changes until ctx is done. A chat's document is read at
+// each change of its name, and at each Look of progress/ if its file
+// changed (all of them, if events were lost or progress/ was replaced).
 func (h *Hub) Run(ctx context.Context) error {
-	every := h.cfg.Rescan
-	if h.cfg.Poll > 0 {
-		every = h.cfg.Poll
-	}
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	var events chan fsnotify.Event
-	var errs chan error
-	if h.w != nil {
-		events, errs = h.w.Events, h.w.Errors
-	}
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case ev, ok := <-events:
+		case c, ok := <-h.w.C:
 			if !ok {
-				events = nil
+				return ctx.Err()
+			}
+			if c.Op != spool.Look {
+				if cw := h.lookup(c.Name); cw != nil {
+					h.refresh(cw, false)
+				}
 				continue
 			}
-			name := filepath.Base(ev.Name)
-			if name == "" || name[0] == '.' {
-				continue // a writer's temporary
+			if c.Err != nil {
+				h.log.WithError(c.Err).Warn("progress/: rereading every followed chat")
 			}
-			if cw := h.lookup(name); cw != nil {
-				h.refresh(cw, false)
-			}
-		case err, ok := <-errs:
-			// Always drained: an undrained Errors stalls the watcher for good.
-			if !ok {
-				errs = nil
-				continue
-			}
-			if errors.Is(err, fsnotify.ErrEventOverflow) {
-				h.log.WithError(err).Warn("inotify queue overflowed; rereading every followed chat")
-				h.scan(true)
-				continue
-			}
-			h.log.WithError(err).Warn("watching progress/")
-		case <-tick.C:
-			if h.w != nil {
-				h.checkDir()
-			}
-			h.scan(false)
+			h.scan(c.Err != nil)
 		}
 	}
-}
-
-// checkDir re-adds the watch if progress/ was removed or replaced (an
-// operator's rm -r, an unmount): the old watch silently sees nothing.
-func (h *Hub) checkDir() {
-	fi, err := h.s.Stat(spool.ProgressDir)
-	if err == nil {
-		id := idOf(fi)
-		if id.dev == h.dir.dev && id.ino == h.dir.ino {
-			return
-		}
-	}
-	h.w.Remove(h.s.Path(spool.ProgressDir))
-	if err := h.ensureDir(); err != nil {
-		h.log.WithError(err).Warn("progress/ is gone")
-		return
-	}
-	if err := h.addWatch(); err != nil {
-		h.log.WithError(err).Warn("progress/ was replaced")
-		return
-	}
-	h.log.Info("progress/ was replaced; watching the new one")
-	h.scan(true)
 }
 
 func (h *Hub) lookup(chat string) *chatWatch {

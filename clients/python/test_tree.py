@@ -85,5 +85,37 @@ class TakeTest(SpoolCase):
         self.assertEqual([n for n in os.listdir(self.spool) if n.startswith(".")], [])
 
 
+class DoorbellTest(SpoolCase):
+    """The client rings the doorbell after the marker, as spool submit does
+    (docs/spoold.md, "Claiming"): a hint, never needed to queue a job."""
+
+    def test_rings_after_the_marker(self):
+        bell = os.path.join(self.spool, "doorbell")
+        os.mkdir(bell, 0o750)
+        job = vmspool.submit("c", argv=["true"], spool=self.spool)
+        self.assertTrue(os.path.exists(os.path.join(bell, job)))
+        # Rung again (queued again before its bell was taken): a new file,
+        # so that doorbell/'s names change.
+        before = os.lstat(os.path.join(bell, job)).st_ino
+        for ext in (".json", ".ready"):
+            os.unlink(os.path.join(self.spool, job + ext))
+        vmspool.submit("c", argv=["true"], job_id=job, spool=self.spool)
+        self.assertNotEqual(os.lstat(os.path.join(bell, job)).st_ino, before)
+        self.assertEqual(sorted(os.listdir(bell)), [job])
+
+    def test_no_doorbell(self):
+        # No doorbell/ (an older daemon's spool): queued all the same, and
+        # none made; a symlink there: nothing written through it.
+        job = vmspool.submit("c", argv=["true"], spool=self.spool)
+        self.assertTrue(os.path.exists(os.path.join(self.spool, job + ".ready")))
+        self.assertFalse(os.path.exists(os.path.join(self.spool, "doorbell")))
+        elsewhere = os.path.join(self.tmp, "elsewhere")
+        os.mkdir(elsewhere)
+        os.symlink(elsewhere, os.path.join(self.spool, "doorbell"))
+        job = vmspool.submit("c", argv=["true"], spool=self.spool)
+        self.assertTrue(os.path.exists(os.path.join(self.spool, job + ".ready")))
+        self.assertEqual(os.listdir(elsewhere), [])
+
+
 if __name__ == "__main__":
     unittest.main()

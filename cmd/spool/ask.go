@@ -4,11 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"github.com/vmspool/vmspool/internal/cli"
 	"github.com/vmspool/vmspool/spool"
 )
@@ -23,7 +21,8 @@ it is refused when given). Exit 124 on --timeout.
 `
 
 // askPoll is the safety net beside the watch, for filesystems whose
-// changes inotify does not report.
+// changes inotify does not report, and the poll where inotify cannot be
+// had.
 const askPoll = 2 * time.Second
 
 func (a *app) ask(args []string) error {
@@ -91,23 +90,10 @@ func (a *app) ask(args []string) error {
 // watchChat watches the chat's directory (a watch on answer.json would
 // die at its first replacement), made if missing. It goes on before the
 // question is asked, so that no answer can come between.
-func watchChat(s *spool.Spool, chat string) (*fsnotify.Watcher, error) {
-	dir := spool.ChatDir(chat)
-	for _, d := range []string{spool.ChatsDir, dir} {
-		if _, err := s.Stat(d); err == nil {
-			continue
-		}
-		if err := s.EnsureDir(d); err != nil {
-			return nil, fmt.Errorf("chat %s: %w", chat, err)
-		}
-	}
-	w, err := fsnotify.NewWatcher()
+func watchChat(s *spool.Spool, chat string) (*spool.Watch, error) {
+	w, err := s.Watch(spool.WatchConfig{Rescan: askPoll, Fallback: askPoll, Make: true}, spool.ChatDir(chat))
 	if err != nil {
-		return nil, err
-	}
-	if err := w.Add(s.Path(dir)); err != nil {
-		w.Close()
-		return nil, fmt.Errorf("chat %s: watching %s: %w", chat, s.Path(dir), err)
+		return nil, fmt.Errorf("chat %s: %w", chat, err)
 	}
 	return w, nil
 }
@@ -115,8 +101,10 @@ func watchChat(s *spool.Spool, chat string) (*fsnotify.Watcher, error) {
 var errNoAnswer = errors.New("no answer")
 
 // waitAnswer waits for the answer to question qid: looked for at each
-// event of the chat's directory, and every askPoll besides (a missed
-// event, a shared filesystem). errNoAnswer: the deadline came first.
+// change of answer.json, and at each Look of the chat's directory (every
+// askPoll at least: a missed event, a shared filesystem, the relayed
+// answer appended to the job's events). errNoAnswer: the deadline came
+// first.
 //
 // The answer is looked for in two places: the chat's answer.json, and the
 // job's own events, where spoold relays it as an `answer` event once it
@@ -125,9 +113,7 @@ var errNoAnswer = errors.New("no answer")
 // later run reads it as its own), and between two polls of a shared
 // filesystem that can come before the job has seen it (TestMultiHost, on
 // GlusterFS: the question timed out though spoold had relayed the answer).
-func waitAnswer(s *spool.Spool, chat, job, qid string, w *fsnotify.Watcher, deadline <-chan time.Time) (string, error) {
-	poll := time.NewTicker(askPoll)
-	defer poll.Stop()
+func waitAnswer(s *spool.Spool, chat, job, qid string, w *spool.Watch, deadline <-chan time.Time) (string, error) {
 	events := s.NewEventReader(job)
 	for {
 		relayed, found := "", false
@@ -152,12 +138,8 @@ func waitAnswer(s *spool.Spool, chat, job, qid string, w *fsnotify.Watcher, dead
 		}
 		for look := false; !look; {
 			select {
-			case ev := <-w.Events:
-				look = filepath.Base(ev.Name) == spool.AnswerFile
-			case <-w.Errors:
-				look = true
-			case <-poll.C:
-				look = true
+			case c := <-w.C:
+				look = c.Op == spool.Look || c.Name == spool.AnswerFile
 			case <-deadline:
 				return "", errNoAnswer
 			}

@@ -4,10 +4,8 @@ import (
 	"fmt"
 	"os"
 	"os/user"
-	"path/filepath"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"github.com/vmspool/vmspool/internal/cli"
 	"github.com/vmspool/vmspool/spool"
 )
@@ -58,26 +56,25 @@ func (a *app) cancel(args []string) error {
 	return nil
 }
 
-// waitEnded waits until job has a final state: a watch on the root (added
-// before the first look, so that no rename falls in between) plus a slow
-// poll, for filesystems whose changes inotify does not see.
+// endedPoll is the safety net beside the watch of spool cancel --wait, for
+// filesystems whose changes inotify does not see, and the poll where
+// inotify cannot be had.
+const endedPoll = 2 * time.Second
+
+// waitEnded waits until job has a final state: a watch on the root, added
+// before the first look, so that no rename falls in between.
 func waitEnded(s *spool.Spool, job string, timeout time.Duration) (spool.State, error) {
-	w, err := fsnotify.NewWatcher()
+	w, err := s.Watch(spool.WatchConfig{Rescan: endedPoll, Fallback: endedPoll}, "")
 	if err != nil {
 		return "", err
 	}
 	defer w.Close()
-	if err := w.Add(s.Dir); err != nil {
-		return "", err
-	}
 	var deadline <-chan time.Time
 	if timeout > 0 {
 		t := time.NewTimer(timeout)
 		defer t.Stop()
 		deadline = t.C
 	}
-	poll := time.NewTicker(2 * time.Second)
-	defer poll.Stop()
 	for {
 		st, err := s.State(job)
 		if err != nil {
@@ -90,13 +87,9 @@ func waitEnded(s *spool.Spool, job string, timeout time.Duration) (spool.State, 
 		}
 		for look := false; !look; {
 			select {
-			case ev := <-w.Events:
-				j, _, ok := spool.SplitName(filepath.Base(ev.Name))
-				look = ok && j == job
-			case <-w.Errors: // an overflow: look again
-				look = true
-			case <-poll.C:
-				look = true
+			case c := <-w.C:
+				j, _, ok := spool.SplitName(c.Name)
+				look = c.Op == spool.Look || ok && j == job
 			case <-deadline:
 				return "", fail(cli.ExitTimeout, "job %s: not ended after %s", job, timeout)
 			}
