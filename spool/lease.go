@@ -130,15 +130,11 @@ func (s *Spool) Claim(job string, l Lease) (lease, prev *Lease, err error) {
 	return &l, prev, nil
 }
 
-func (s *Spool) writeLease(l *Lease) error { return s.writeLeaseSync(l, true) }
-
-func (s *Spool) writeLeaseSync(l *Lease, durable bool) error {
+// writeLease writes the lease of a claim durably, its directory too.
+func (s *Spool) writeLease(l *Lease) error {
 	b, err := json.Marshal(l)
 	if err != nil {
 		return err
-	}
-	if !durable {
-		return writeAdvisory(s.dirfd(), l.Job+ExtRunning, append(b, '\n'))
 	}
 	return writeFile(s.root, l.Job+ExtRunning, append(b, '\n'))
 }
@@ -146,16 +142,23 @@ func (s *Spool) writeLeaseSync(l *Lease, durable bool) error {
 // UpdateLease rewrites the lease (to record the job's process group, say),
 // after checking that the claim is still l's.
 //
-// The rewrite is atomic but not fsync'd: the claim itself was made durable
-// by Claim, and what an update adds (the process group) only matters while
-// this boot's processes live. A power loss ends them all, and the boot id
-// tells the recoverer so.
+// The rewrite's data is fsync'd, not its directory: after a power loss
+// the lease reads back whole, as the claim wrote it or as rewritten, and
+// either counts the attempt. Left to the page cache, its rename could be
+// made durable by the next sync of the root (any job's submit, claim or
+// result) while its data was not, and the lease read back empty: a claim
+// that never finished, whose job was queued again and started once more
+// than its attempts allow (TestPowerLossLeaseRewrite).
 func (s *Spool) UpdateLease(l *Lease) error {
 	cur, _, err := s.ReadLease(l.Job)
 	if err != nil || !cur.Same(l) {
 		return fmt.Errorf("job %s: %w", l.Job, ErrLeaseLost)
 	}
-	return s.writeLeaseSync(l, false)
+	b, err := json.Marshal(l)
+	if err != nil {
+		return err
+	}
+	return writeSynced(s.root, l.Job+ExtRunning, append(b, '\n'))
 }
 
 // Heartbeat sets the lease's mtime to now, after checking that the claim is

@@ -272,15 +272,18 @@ func writeFile(dir *os.Root, name string, data []byte) error {
 // writeSynced is writeFile without the directory's fsync: the new content
 // is durable, and its name as durable as the directory's next sync makes
 // it. For a rewrite where either version a power cut leaves is a valid
-// one, as long as it reads whole (a lease's ending, spool.End).
+// one, as long as it reads whole (a lease's ending, spool.End; its
+// process group, UpdateLease).
 func writeSynced(dir *os.Root, name string, data []byte) error {
 	return atomicfile.WriteFile(name, data, treeOpts(rootOwner(dir), atomicfile.WithRoot(dir))...)
 }
 
 // writeAdvisory replaces name in the directory dirfd atomically, without
 // an fsync: for documents a power cut may take back (progress, whose
-// flushes are the hot path; a metrics textfile; a lease's rewrite whose
-// claim is durable already).
+// flushes are the hot path; a metrics textfile). Never for a document
+// that exists durably already and must read whole after a cut: the
+// rename may become durable by another write's sync of the directory
+// while the data is not, and the name reads back empty.
 func writeAdvisory(dirfd int, name string, data []byte) error {
 	return writeAt(name, data, nil, treeOpts(dirOwner(dirfd), atomicfile.InDir(dirfd), atomicfile.NoSync()))
 }

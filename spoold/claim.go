@@ -16,11 +16,18 @@ import (
 // hold both locks.
 func (d *Daemon) handle(it *item) {
 	sp, ok := d.admit(it)
+	chat := ""
+	if ok {
+		chat = sp.Chat
+	}
+	// In the order the jobs were taken, whichever worker read its spec
+	// first: the chat's first job goes for it, a later one waits behind.
+	first := d.q.settle(it, chat)
 	if !ok {
 		return
 	}
 	it.chat = sp.Chat
-	if !it.parked && d.q.waiting(sp.Chat) {
+	if !first {
 		d.q.park(it)
 		return
 	}
@@ -42,8 +49,12 @@ func (d *Daemon) handle(it *item) {
 	// host's run of the chat is looked for in the leases too.
 	shared := d.cfg.Poll > 0
 	if shared && d.chatElsewhere(sp.Chat, it.job, nil) {
+		// The chat runs on another host: the job is tried again in a
+		// second, still the head of its chat's wait list, so that no
+		// later job of the chat goes first meanwhile.
 		chatLock.Close()
-		d.later(it, d.now().Add(time.Second))
+		it.at = d.now().Add(time.Second)
+		d.q.push(it)
 		return
 	}
 	if shared {

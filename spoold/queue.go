@@ -20,6 +20,9 @@ type item struct {
 	// so that the retry skips the wait list it came from.
 	parked bool
 	chat   string
+	// taken is its place among the jobs next handed out, which settle
+	// keeps: workers read specs at their own pace.
+	taken uint64
 }
 
 func (a *item) before(b *item) bool {
@@ -69,10 +72,18 @@ type queue struct {
 	changed chan struct{} // closed and replaced when something may be claimable
 	closed  bool
 	now     func() time.Time // the clock the items' times are on (markers' mtimes)
+	// taken counts the jobs next handed out; unsettled holds those whose
+	// worker has not yet told settle whether they go for their chat.
+	taken     uint64
+	unsettled map[uint64]struct{}
+	settled   *sync.Cond // on mu: an item left unsettled
 }
 
 func newQueue(now func() time.Time) *queue {
-	return &queue{known: make(map[string]struct{}), waits: make(map[string]*chatWait), changed: make(chan struct{}), now: now}
+	q := &queue{known: make(map[string]struct{}), waits: make(map[string]*chatWait), changed: make(chan struct{}), now: now,
+		unsettled: make(map[uint64]struct{})}
+	q.settled = sync.NewCond(&q.mu)
+	return q
 }
 
 func (q *queue) notifyLocked() {
@@ -138,6 +149,9 @@ func (q *queue) next(ctx context.Context) *item {
 			d := top.at.Sub(q.now())
 			if d <= 0 {
 				heap.Pop(&q.h)
+				q.taken++
+				top.taken = q.taken
+				q.unsettled[top.taken] = struct{}{}
 				q.mu.Unlock()
 				return top
 			}
@@ -197,6 +211,54 @@ func (q *queue) waiting(chat string) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.waits[chat] != nil
+}
+
+// settle says, once the worker of a job next handed out knows the job's
+// chat, whether the job goes for the chat now (true), or must join the
+// chat's wait list (false: park it). chat "" is a job that goes for no
+// chat (dropped, refused, put back for later). Several workers take jobs
+// in order but read their specs at their own pace: so settle first waits
+// until every job handed out before this one has settled, and a job that
+// goes for its chat becomes the head of the chat's wait list, out being
+// tried, so that a later job of the chat queues behind it rather than
+// racing it for the chat's lock (a chat's jobs run in the order they were
+// queued, docs/spoold.md).
+func (q *queue) settle(it *item, chat string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if _, ok := q.unsettled[it.taken]; !ok {
+		// Not handed out by next (a test's, or settled already).
+		return chat != "" && (it.parked || q.waits[chat] == nil)
+	}
+	if chat != "" {
+		for q.before(it.taken) {
+			q.settled.Wait()
+		}
+	}
+	delete(q.unsettled, it.taken)
+	q.settled.Broadcast()
+	switch {
+	case chat == "":
+		return false
+	case it.parked:
+		return true // the head, retried
+	case q.waits[chat] != nil:
+		return false
+	}
+	q.waits[chat] = &chatWait{retrying: true}
+	it.parked = true
+	return true
+}
+
+// before reports whether a job handed out before the one taken n-th has
+// not settled yet.
+func (q *queue) before(n uint64) bool {
+	for m := range q.unsettled {
+		if m < n {
+			return true
+		}
+	}
+	return false
 }
 
 // retry puts the head of the chat's wait list back into the heap, to be

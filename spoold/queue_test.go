@@ -96,6 +96,46 @@ func TestQueueChatWait(t *testing.T) {
 	}
 }
 
+// Two workers take two jobs of one chat in order; the second reads its
+// spec first. It must not go for the chat before the first: it waits for
+// the first to settle, and then joins the wait list behind it.
+func TestQueueSettleInOrder(t *testing.T) {
+	q := newQueue(time.Now)
+	t0 := time.Now().Add(-time.Minute)
+	q.add(&item{job: "j1", at: t0})
+	q.add(&item{job: "j2", at: t0.Add(time.Millisecond)})
+	q.add(&item{job: "other", at: t0.Add(2 * time.Millisecond)})
+	ctx := context.Background()
+	first, second, other := q.next(ctx), q.next(ctx), q.next(ctx)
+	got := make(chan bool)
+	go func() { got <- q.settle(second, "c") }()
+	select {
+	case <-got:
+		t.Fatal("the second job settled before the first")
+	case <-time.After(50 * time.Millisecond): // a window in which it must not settle
+	}
+	if !q.settle(first, "c") {
+		t.Fatal("the first job of a free chat does not go for it")
+	}
+	if <-got {
+		t.Fatal("the second job goes for the chat its first job is out for")
+	}
+	second.chat = "c"
+	q.park(second)
+	// A job of another chat taken after both goes at once.
+	if !q.settle(other, "d") {
+		t.Fatal("a job of another chat waits")
+	}
+	// The first was claimed: the second is retried next.
+	q.headDone("c")
+	q.retry("c")
+	ctx2, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if it := q.next(ctx2); it == nil || it.job != "j2" || !q.settle(it, "c") {
+		t.Fatalf("after the first, retried %+v", it)
+	}
+}
+
 func TestBackoff(t *testing.T) {
 	for _, tc := range []struct {
 		attempt int

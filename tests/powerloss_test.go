@@ -524,3 +524,47 @@ func TestPowerLossLong(t *testing.T) {
 	t.Logf("cutting at boundary %d and every %d after it (POWERLOSS_FIRST=%d repeats this sample)", first, every, first)
 	plSweep(t, longWorkload, every, first)
 }
+
+// TestPowerLossLeaseRewrite: a running job's lease is rewritten a moment
+// after its start, to record its process group; the rewrite's rename is
+// made durable by the next sync of the root, any other job's submit,
+// claim or result. The power is cut then, while the job runs: the lease
+// must read back whole, the claim's or the rewrite's, so that the job,
+// which has one attempt, is ended "worker died" after the reboot and not
+// started again. (Unsynced, the rewrite read back empty: an unfinished
+// claim, whose job was queued again and started a second time.)
+func TestPowerLossLeaseRewrite(t *testing.T) {
+	w := plMount(t, 0)
+	// The job waits until its lease names its process group, says so
+	// outside the spool, and runs until the machine dies.
+	if !w.submit("a", "--", "sh", "-c", `echo "start $SPOOL_JOB $$" >> "$PLLOG"
+until grep -q '"pgid"' "$SPOOL_DIR/$SPOOL_JOB.running"; do sleep 0.02; done
+: > "$PLLOG.pgid"; sleep 60; echo "end $SPOOL_JOB" >> "$PLLOG"`) {
+		t.Fatal(w.stepErr)
+	}
+	job := w.lastJob()
+	w.spoold = startProc(t, w.env, "spoold", "--spool", w.dir, "--lease", "1s", "--metrics-file", "off")
+	w.spoold.quiet = true
+	eventually(t, 20*time.Second, 10*time.Millisecond, "the job's lease to record its process group", func() bool {
+		_, err := os.Stat(w.log + ".pgid")
+		return err == nil
+	})
+	// Another job's submit syncs the root, rename of the rewrite included.
+	if !w.submit("b", append([]string{"--"}, plJob("true")...)...) {
+		t.Fatal(w.stepErr)
+	}
+	w.fs.Cut()
+	disk := w.crash()
+	if b, err := os.ReadFile(filepath.Join(disk, job+spool.ExtRunning)); err != nil || len(b) == 0 {
+		t.Errorf("the running job's lease after the cut: %q, %v; want the claim's or the rewrite's", b, err)
+	}
+	for _, b := range w.reboot(disk) {
+		t.Error(b)
+	}
+	if r, err := spool.Open(disk); err == nil {
+		defer r.Close()
+		if res, err := r.ReadResult(job, spool.Failed); err != nil || res.Error == nil || !strings.Contains(*res.Error, "died") {
+			t.Errorf("the job running at the cut: %+v, %v; want it failed, its worker died", res, err)
+		}
+	}
+}

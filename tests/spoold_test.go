@@ -551,28 +551,57 @@ func TestSpooldBadInput(t *testing.T) {
 }
 
 // TestSpooldChatOneAtATime: two daemons, several jobs of one chat that
-// each take a while: their runs never overlap, and they run in order.
+// each take a while: their runs never overlap, and they run in order,
+// whether the jobs come one by one to daemons that serve, or wait queued
+// for daemons that start, the first with a spec of 3 MiB (a field no
+// reader knows): each daemon's workers then take several of the chat's
+// jobs at once, and the first job's is read last. A later job whose spec
+// was read first went first (in 1 run of 20 of the first case, and in
+// every run of the second).
 func TestSpooldChatOneAtATime(t *testing.T) {
-	dir := newSpool(t)
-	trace := filepath.Join(t.TempDir(), "trace")
-	spooldStart(t, dir, "--workers", "3")
-	spooldStart(t, dir, "--workers", "3")
-	s := openSpool(t, dir, 200)
-	var ids []string
-	for i := 0; i < 5; i++ {
-		ids = append(ids, spooldSubmit(t, dir, "--chat", "one", "--", "sh", "-c",
-			`echo "s $SPOOL_JOB" >> "$0"; sleep 0.2; echo "e $SPOOL_JOB" >> "$0"`, trace))
-	}
-	for _, id := range ids {
-		waitEnd(t, s, id, 20*time.Second, 10*time.Millisecond)
-	}
-	b, _ := os.ReadFile(trace)
-	var want []string
-	for _, id := range ids {
-		want = append(want, "s "+id, "e "+id)
-	}
-	if got := strings.Split(strings.TrimSpace(string(b)), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("runs of one chat overlapped or ran out of order:\n%s", b)
+	script := `echo "s $SPOOL_JOB" >> "$0"; sleep 0.2; echo "e $SPOOL_JOB" >> "$0"`
+	for _, queuedFirst := range []bool{false, true} {
+		t.Run(map[bool]string{false: "serving", true: "queued-first"}[queuedFirst], func(t *testing.T) {
+			dir := newSpool(t)
+			trace := filepath.Join(t.TempDir(), "trace")
+			start := func() {
+				spooldStart(t, dir, "--workers", "3")
+				spooldStart(t, dir, "--workers", "3")
+			}
+			var ids []string
+			if queuedFirst {
+				for i := 0; i < 5; i++ {
+					spec, _ := json.Marshal(map[string]any{"chat": "one", "argv": []string{"sh", "-c", script, trace},
+						"padding": strings.Repeat("x", map[bool]int{true: 3 << 20}[i == 0])})
+					id := fmt.Sprintf("job%d", i)
+					for _, f := range []struct{ name, body string }{{id + ".json", string(spec)}, {id + ".ready", ""}} {
+						if err := os.WriteFile(filepath.Join(dir, "."+f.name), []byte(f.body), 0o640); err != nil {
+							t.Fatal(err)
+						}
+						if err := os.Rename(filepath.Join(dir, "."+f.name), filepath.Join(dir, f.name)); err != nil {
+							t.Fatal(err)
+						}
+					}
+					ids = append(ids, id)
+				}
+			}
+			start()
+			for i := 0; len(ids) < 5; i++ {
+				ids = append(ids, spooldSubmit(t, dir, "--chat", "one", "--", "sh", "-c", script, trace))
+			}
+			s := openSpool(t, dir, 200)
+			for _, id := range ids {
+				waitEnd(t, s, id, 20*time.Second, 10*time.Millisecond)
+			}
+			b, _ := os.ReadFile(trace)
+			var want []string
+			for _, id := range ids {
+				want = append(want, "s "+id, "e "+id)
+			}
+			if got := strings.Split(strings.TrimSpace(string(b)), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("runs of one chat overlapped or ran out of order (queued: %s):\n%s", strings.Join(ids, " "), b)
+			}
+		})
 	}
 }
 

@@ -154,6 +154,15 @@ func (p *FS) Dead() bool {
 	return p.dead
 }
 
+// Cut cuts the power now, as a cut set at Mount does at its boundary:
+// every operation from here on fails. For a test whose point of failure
+// is a moment of its own rather than a count of boundaries.
+func (p *FS) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.dead = true
+}
+
 // Ops lists the boundaries passed, "n op path...", the cut's last.
 func (p *FS) Ops() []string {
 	p.mu.Lock()

@@ -206,3 +206,22 @@ func TestCut(t *testing.T) {
 		t.Errorf("ops %q", ops)
 	}
 }
+
+// Cut at a moment of the test's own: what was durable stays, and every
+// operation after fails.
+func TestCutNow(t *testing.T) {
+	p := mount(t, 0, nil)
+	d := p.Dir
+	write(t, filepath.Join(d, "kept"), "kept", true)
+	syncDir(t, d)
+	p.Cut()
+	if !p.Dead() {
+		t.Fatal("not dead after Cut")
+	}
+	if err := os.WriteFile(filepath.Join(d, "lost"), []byte("lost"), 0o640); !errors.Is(err, syscall.EIO) {
+		t.Errorf("a create after the cut: %v, want EIO", err)
+	}
+	if got := crash(t, p); len(got) != 1 || got["kept"] != "kept" {
+		t.Errorf("after the cut: %v; want kept alone", got)
+	}
+}
