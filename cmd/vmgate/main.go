@@ -17,11 +17,12 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/vmspool/vmspool/gated"
 	"github.com/vmspool/vmspool/internal/cli"
 	"github.com/vmspool/vmspool/internal/ops"
 	"github.com/vmspool/vmspool/spool"
 	"github.com/vmspool/vmspool/vmgate"
+	"github.com/vmspool/vmspool/vmgate/machine"
+	"github.com/vmspool/vmspool/vmgate/server"
 )
 
 const name = "vmgate"
@@ -141,7 +142,7 @@ func (c *common) parse(args []string) ([]string, error) {
 func (c *common) gate() (*vmgate.Gate, error) {
 	opts := []vmgate.Option{vmgate.WithCommitTool(c.commitTool)}
 	if c.rules != "" {
-		r, err := vmgate.LoadRules(c.rules)
+		r, err := loadRules(c.rules)
 		if err != nil {
 			return nil, cli.Usagef("%v", err)
 		}
@@ -152,6 +153,27 @@ func (c *common) gate() (*vmgate.Gate, error) {
 		return nil, cli.Usagef("%v", err)
 	}
 	return g, nil
+}
+
+// maxRules bounds what is read of a rules file: a rule is a line.
+const maxRules = 1 << 20
+
+// loadRules reads a rules file: the command reads it, package vmgate
+// parses the text (it touches no file).
+func loadRules(path string) (*vmgate.Rules, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("rules: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxRules+1))
+	if err != nil {
+		return nil, fmt.Errorf("rules: %s: %w", path, err)
+	}
+	if len(data) > maxRules {
+		return nil, fmt.Errorf("rules: %s: larger than %d bytes", path, maxRules)
+	}
+	return vmgate.ParseRules(path, data)
 }
 
 // script reads the script from -c, FILE, - or a non-terminal stdin.
@@ -240,7 +262,7 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, erro
 	c := newFlags("run", "[--shell SH | --machine CMD] [-c SCRIPT | FILE | -]", stdout)
 	inline := c.fs.String("c", "", "the script itself")
 	shell := c.fs.String("shell", "bash", "the machine's shell: runs SH -c SCRIPT")
-	machine := c.fs.String("machine", "", "a command that receives the script on stdin (e.g. 'ssh vm bash -s'); wins over --shell")
+	mach := c.fs.String("machine", "", "a command that receives the script on stdin (e.g. 'ssh vm bash -s'); wins over --shell")
 	g, src, operands, done, err := c.gateScript(args, inline, stdin)
 	if err != nil {
 		return 0, err
@@ -256,7 +278,7 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, erro
 	sig := cli.CatchSignals()
 	defer sig.Stop()
 	ctx := sig.Context()
-	m := vmgate.Machine{Shell: *shell, Command: *machine}
+	m := machine.Machine{Shell: *shell, Command: *mach}
 	if len(operands) == 1 && operands[0] == "-" || len(operands) == 0 && !isSet(c.fs, "c") {
 		stdin = nil // the script came from stdin: nothing is left to give it
 	}
@@ -274,7 +296,7 @@ func serve(args []string, stdout, stderr io.Writer) (int, error) {
 	defer sig.Stop()
 	ctx := sig.Context()
 	c := newFlags("serve", "[--machine CMD] [--poll D] [--parallel N] [--timeout D]", stdout)
-	machine := c.fs.String("machine", "", "run allowed requests with this command, which receives the script on stdin")
+	mach := c.fs.String("machine", "", "run allowed requests with this command, which receives the script on stdin")
 	poll := cli.Duration(c.fs, "poll", 0, "poll gate/in/ at this interval instead of inotify (NFS, FUSE)")
 	rescan := cli.Duration(c.fs, "rescan", time.Minute, "safety-net rescan interval with inotify")
 	parallel := c.fs.Int("parallel", 2, "allowed scripts run at once")
@@ -316,12 +338,12 @@ func serve(args []string, stdout, stderr io.Writer) (int, error) {
 	}
 	defer sp.Close()
 	dir := sp.Path(spool.GateDir)
-	cfg := gated.ServerConfig{
+	cfg := server.Config{
 		Spool: sp, Gate: g, Log: log, Poll: *poll, Rescan: *rescan,
 		Parallel: *parallel, Timeout: *timeout, Grace: *grace, Now: sig.Now(),
 	}
-	if *machine != "" {
-		cfg.Machine = &vmgate.Machine{Command: *machine}
+	if *mach != "" {
+		cfg.Machine = &machine.Machine{Command: *mach}
 	}
 	svc := ops.NewService(name, true, log)
 	if *metrics != "" {
@@ -334,7 +356,7 @@ func serve(args []string, stdout, stderr io.Writer) (int, error) {
 	}
 	cfg.Ready = func() {
 		svc.Ready()
-		log.WithFields(map[string]any{"dir": dir, "machine": *machine}).Info("vmgate serving")
+		log.WithFields(map[string]any{"dir": dir, "machine": *mach}).Info("vmgate serving")
 	}
 	sig.OnSignal(func(os.Signal) { svc.Stopping() }, nil)
 	// The watchdog is pinged only while the loop goes round and the gate
@@ -342,7 +364,7 @@ func serve(args []string, stdout, stderr io.Writer) (int, error) {
 	pulse := &ops.Pulse{}
 	cfg.Beat = pulse.Beat
 	svc.Watchdog(ctx, pulse.Within(30*time.Second), ops.DirHealth(dir))
-	if err := gated.Serve(ctx, cfg); err != nil {
+	if err := server.Serve(ctx, cfg); err != nil {
 		return cli.ExitFail, errors.New(strings.TrimPrefix(err.Error(), "vmgate: "))
 	}
 	log.Info("vmgate stopped")
