@@ -337,6 +337,12 @@ func serve(args []string, stdout, stderr io.Writer) (int, error) {
 		return cli.ExitFail, err
 	}
 	defer sp.Close()
+	// As root, with --machine, the gate runs what in/ holds: a spool that
+	// another user could write or swap would have root run their script,
+	// so it is refused as spoold refuses it.
+	if err := sp.CheckRootSafe(os.Geteuid()); err != nil {
+		return cli.ExitFail, err
+	}
 	dir := sp.Path(spool.GateDir)
 	cfg := server.Config{
 		Spool: sp, Gate: g, Log: log, Poll: *poll, Rescan: *rescan,
