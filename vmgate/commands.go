@@ -153,10 +153,17 @@ func (w *walker) command(base string, args []field, c, inner *callCtx) {
 			w.produce(c, out, ok)
 		}
 	case "tee":
+		for _, a := range args {
+			if a.dyn || !strings.HasPrefix(a.s, "-") {
+				w.writesGitFile(a, false, c.node)
+			}
+		}
 		w.tee(args, c)
 	case "cp", "mv":
+		w.gitFileDestinations(args, c)
 		w.copy(args)
 	case "ln", "install":
+		w.gitFileDestinations(args, c)
 		w.link(args, base == "ln")
 	case "hash":
 		w.hash(args)

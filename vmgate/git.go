@@ -82,7 +82,22 @@ func (w *walker) analyzeGit(args []field, dashed string, c *callCtx) gitResult {
 	if r, bad := w.gitEnv(c); bad {
 		return r
 	}
-	return w.analyzeGitArgs(args, dashed, c, gitAliases{})
+	// The settings of git's environment are read as git -c's, before
+	// the command line's (which git appends to GIT_CONFIG_PARAMETERS):
+	// one verdict however a setting reaches git (docs/gate.md, "Writes in
+	// disguise").
+	var al gitAliases
+	for _, s := range w.envConfig(c) {
+		if s.bad {
+			return gitResult{kind: gitUndecidable, why: s.via + " holds settings only known at run time, or does not read as git's list of settings"}
+		}
+		if name, v, ok := w.inlineAlias(s.kv, false, c); ok {
+			al.define(name, v)
+		} else if r, bad := w.gitConfigParam(s.kv, false, c, s.via); bad {
+			return r
+		}
+	}
+	return w.analyzeGitArgs(args, dashed, c, al)
 }
 
 // gitAliases are the aliases a git invocation defines for itself (git -c
@@ -121,7 +136,7 @@ func (w *walker) analyzeGitArgs(args []field, dashed string, c *callCtx, al gitA
 				if i+1 < len(args) {
 					if name, v, ok := w.inlineAlias(args[i+1], s == "--config-env", c); ok {
 						al.define(name, v)
-					} else if r, bad := w.gitConfigParam(args[i+1], s == "--config-env", c); bad {
+					} else if r, bad := w.gitConfigParam(args[i+1], s == "--config-env", c, ""); bad {
 						return r
 					}
 				}
@@ -130,7 +145,7 @@ func (w *walker) analyzeGitArgs(args []field, dashed string, c *callCtx, al gitA
 				f := field{s: s[len("--config-env="):]}
 				if name, v, ok := w.inlineAlias(f, true, c); ok {
 					al.define(name, v)
-				} else if r, bad := w.gitConfigParam(f, true, c); bad {
+				} else if r, bad := w.gitConfigParam(f, true, c, ""); bad {
 					return r
 				}
 			case gitValueOpts[s]:
@@ -317,42 +332,6 @@ func (w *walker) gitEnv(c *callCtx) (gitResult, bool) {
 			return gitResult{kind: gitWrite, sub: name, why: name + " makes git run another program"}, true
 		}
 	}
-	if f, ok := w.envLookup(c, "GIT_CONFIG_PARAMETERS"); ok {
-		if f.dyn || configMentionsRunner(f.s) {
-			return gitResult{kind: gitWrite, sub: "GIT_CONFIG_PARAMETERS", why: "GIT_CONFIG_PARAMETERS sets configuration that makes git run commands"}, true
-		}
-	}
-	check := func(name string, f field) (gitResult, bool) {
-		if !strings.HasPrefix(name, "GIT_CONFIG_KEY_") {
-			return gitResult{}, false
-		}
-		if f.dyn || configRuns(f.s, "x") {
-			return gitResult{kind: gitWrite, sub: name, why: name + "=" + f.s + " sets configuration that makes git run commands"}, true
-		}
-		return gitResult{}, false
-	}
-	for _, e := range c.env {
-		if r, bad := check(e.name, e.v); bad {
-			return r, true
-		}
-	}
-	if !w.gitKeys {
-		return gitResult{}, false
-	}
-	// In name order, so that the same script always gets the same verdict.
-	var names []string
-	w.tick(len(w.vars))
-	for name := range w.vars {
-		if strings.HasPrefix(name, "GIT_CONFIG_KEY_") {
-			names = append(names, name)
-		}
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		if r, bad := check(name, valueField(w.vars[name])); bad {
-			return r, true
-		}
-	}
 	return gitResult{}, false
 }
 
@@ -383,10 +362,19 @@ func (w *walker) envLookup(c *callCtx, name string) (field, bool) {
 	return field{}, false
 }
 
-// gitConfigParam judges git -c KEY=VALUE (or --config-env KEY=ENVVAR).
-func (w *walker) gitConfigParam(f field, fromEnv bool, c *callCtx) (gitResult, bool) {
+// gitConfigParam judges git -c KEY=VALUE (or --config-env KEY=ENVVAR);
+// via names the variable of git's environment that set it instead
+// (GIT_CONFIG_KEY_0, GIT_CONFIG_PARAMETERS), or is empty for -c.
+func (w *walker) gitConfigParam(f field, fromEnv bool, c *callCtx, via string) (gitResult, bool) {
 	key, val, _ := strings.Cut(f.s, "=")
+	name, what := "-c", "git -c "+key
+	if via != "" {
+		name, what = via, via+" (setting "+key+")"
+	}
 	if strings.IndexByte(key, dynMark) >= 0 {
+		if via != "" {
+			return gitResult{kind: gitUndecidable, why: via + " sets a key only known at run time"}, true
+		}
 		return gitResult{kind: gitUndecidable, why: "git -c sets a key only known at run time"}, true
 	}
 	if !fromEnv && configCode(key, val) {
@@ -396,7 +384,7 @@ func (w *walker) gitConfigParam(f field, fromEnv bool, c *callCtx) (gitResult, b
 		return gitResult{}, false
 	}
 	if configRuns(key, val) {
-		return gitResult{kind: gitWrite, sub: "-c", why: "git -c " + key + " makes git run commands"}, true
+		return gitResult{kind: gitWrite, sub: name, why: what + " makes git run commands"}, true
 	}
 	return gitResult{}, false
 }
@@ -457,16 +445,6 @@ func configRuns(key, val string) bool {
 		return last == "cmd" || last == "command"
 	case "submodule":
 		return last == "update"
-	}
-	return false
-}
-
-func configMentionsRunner(params string) bool {
-	for _, part := range strings.FieldsFunc(params, func(r rune) bool { return r == '\'' || r == ' ' }) {
-		key, val, _ := strings.Cut(part, "=")
-		if configRuns(key, val) {
-			return true
-		}
 	}
 	return false
 }

@@ -43,7 +43,7 @@ type walker struct {
 	callSeed      maphash.Seed
 	aliases       map[string]value
 	expandAliases bool
-	gitKeys       bool // a GIT_CONFIG_KEY_<n> was set: gitEnv looks for them
+	gitKeys       bool // a GIT_CONFIG_KEY_<n> was set: envConfig looks for them
 	probing       int  // > 0 while a word that may be git is tried as git
 
 	// The budgets spent (budget.go), and the statement being read, for
@@ -798,6 +798,12 @@ func (w *walker) redirsOut(rs []*syntax.Redirect) (*input, *outFile) {
 					if f, ok := w.files[cleanPath(fs[0].s)]; ok {
 						in = &f // bash < run.sh, written above
 					}
+				}
+			}
+			switch r.Op {
+			case syntax.RdrOut, syntax.AppOut, syntax.ClbOut, syntax.RdrAll, syntax.AppAll, syntax.RdrInOut:
+				for _, f := range fs {
+					w.writesGitFile(f, false, r)
 				}
 			}
 			fd1 := r.N == nil || r.N.Value == "1"
