@@ -50,6 +50,10 @@ func (w *walker) gitFileOf(f field, dir bool) gitFile {
 		return ""
 	}
 	p := path.Clean(s)
+	if _, gitDir := w.vars["GIT_DIR"]; !gitDir && !strings.Contains(p, "git") {
+		// Most destinations (/dev/null, out.txt): nothing to split.
+		return ""
+	}
 	elems := strings.Split(strings.TrimPrefix(p, "/"), "/")
 	for i, e := range elems {
 		if e != ".git" {
