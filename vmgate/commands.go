@@ -47,6 +47,12 @@ func (w *walker) exec(argv []field, c *callCtx) {
 			return
 		}
 	}
+	if plain && w.files != nil {
+		if f, ok := w.onPath(head.s, c); ok {
+			w.runFile(f, c, argv[1:], false) // PATH=/tmp/b:$PATH git, /tmp/b/git written above
+			return
+		}
+	}
 	// argv[0]: what the program is called, the word as written unless
 	// exec -a (or env -a) named it otherwise. It applies to this program
 	// only, not to what the program runs.
@@ -1181,7 +1187,7 @@ func (w *walker) sudo(args []field, c *callCtx, sp optSpec, noRun string) {
 		if !ok {
 			break
 		}
-		c.env = append(slices.Clip(c.env), envVar{name, v})
+		c.env = append(slices.Clip(c.env), envVar{name: name, v: v, raw: v.s})
 		i++
 	}
 	if i >= len(args) {
@@ -1199,7 +1205,7 @@ func (w *walker) env(args []field, c *callCtx) {
 		a := args[i]
 		s := a.s
 		if name, v, ok := assignment(a); ok {
-			c.env = append(slices.Clip(c.env), envVar{name, v})
+			c.env = append(slices.Clip(c.env), envVar{name: name, v: v, raw: v.s})
 			continue
 		}
 		if a.dyn {
@@ -1440,6 +1446,47 @@ func printfOutput(args []field) (text string, made int, ok bool) {
 	// printf stops at a NUL byte in what it prints.
 	text, _, _ = strings.Cut(b.String(), "\x00")
 	return text, made, true
+}
+
+// onPath finds a file the script wrote that bash would run for name: in
+// a directory of the PATH the script set, searched in order up to the
+// first directory only the run knows (which may hold a program of that
+// name, as any directory of the environment's PATH may).
+func (w *walker) onPath(name string, c *callCtx) (field, bool) {
+	path, ok := w.rawEnv(c, "PATH")
+	if !ok {
+		return field{}, false
+	}
+	for dir := range strings.SplitSeq(path, ":") {
+		if strings.IndexByte(dir, dynMark) >= 0 || !w.tick(1) {
+			return field{}, false
+		}
+		if dir == "" {
+			dir = "." // an empty element is the current directory
+		}
+		f := dir + "/" + name
+		if _, ok := w.files[cleanPath(f)]; ok {
+			return field{s: f}, true
+		}
+	}
+	return field{}, false
+}
+
+// rawEnv is a variable of the command's environment as envLookup finds
+// it, with its known parts kept around the unknown ones.
+func (w *walker) rawEnv(c *callCtx, name string) (string, bool) {
+	for i := len(c.env) - 1; i >= 0; i-- {
+		if c.env[i].name == name {
+			return c.env[i].raw, true
+		}
+	}
+	if v, ok := w.vars[name]; ok && !v.arr {
+		if !v.known && v.s == "" {
+			return string(dynMark), true
+		}
+		return v.s, true
+	}
+	return "", false
 }
 
 // runFile reads a script file the script itself wrote earlier; other

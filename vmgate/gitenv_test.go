@@ -65,6 +65,13 @@ var envConfigCases = []struct{ script, want string }{
 	{"GIT_DIR=/tmp/r.git GIT_WORK_TREE=. git status", "allow"},
 	{"GIT_DIR=/tmp/r.git git commit -m x", "git:commit"},
 	{"HOME=/tmp/h git status", "allow"},
+	// A PATH the script set runs a program it wrote itself, as ./f does.
+	{"printf 'git commit -am x\\n' > /tmp/b/git; chmod +x /tmp/b/git; PATH=/tmp/b:$PATH git status", "git:commit"},
+	{"printf 'git push\\n' > /tmp/b/git; env PATH=/tmp/b:/usr/bin git status", "git:push"},
+	{"printf 'git log\\n' > bin/git; PATH=bin:$PATH git status", "allow"},
+	{"printf 'git commit -am x\\n' > /tmp/b/git; export PATH=/tmp/b:$PATH; git status", "undecidable"},
+	{"printf 'git push\\n' > /tmp/b/git; git status", "allow"},
+	{"printf 'git push\\n' > /tmp/b/git; PATH=$PATH:/tmp/b git status", "allow"},
 	{"export HOME=/tmp/h XDG_CONFIG_HOME=/tmp/x; git diff", "allow"},
 	{"GIT_CONFIG_GLOBAL=/dev/null git log", "allow"},
 	// git's own files: a write into them is a git write in disguise.

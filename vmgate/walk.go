@@ -880,6 +880,10 @@ type callCtx struct {
 type envVar struct {
 	name string
 	v    field
+	// raw is the value's text with only its unknown parts marked
+	// (PATH=/tmp/b:$PATH is "/tmp/b:" and a mark), where v holds a mark
+	// alone: where a search of PATH starts is known.
+	raw string
 }
 
 func (w *walker) call(ce *syntax.CallExpr, s *syntax.Stmt, stdin, capture *input) {
@@ -912,7 +916,7 @@ func (w *walker) call(ce *syntax.CallExpr, s *syntax.Stmt, stdin, capture *input
 			if f.dyn {
 				f.s = string(dynMark)
 			}
-			env = append(env, envVar{a.Name.Value, f})
+			env = append(env, envVar{name: a.Name.Value, v: f, raw: v.s})
 		}
 	}
 	if w.done || len(argv) == 0 {
