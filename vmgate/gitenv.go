@@ -29,7 +29,7 @@ const maxEnvSettings = 256
 // environment's, so every key the script set counts then; a
 // GIT_CONFIG_VALUE_<n> it does not set is only known at run time.
 func (w *walker) envConfig(c *callCtx) []envSetting {
-	var out []envSetting
+	out := w.fileConfig(c)
 	for _, n := range w.configKeys(c) {
 		name := "GIT_CONFIG_KEY_" + strconv.Itoa(n)
 		key, _ := w.envLookup(c, name)
@@ -53,6 +53,198 @@ func (w *walker) envConfig(c *callCtx) []envSetting {
 		}
 	}
 	return out
+}
+
+// fileConfig returns the settings of the configuration files git would
+// read that the script itself wrote, where the environment the script
+// set points git at them (GIT_CONFIG_SYSTEM, GIT_CONFIG_GLOBAL, HOME's
+// .gitconfig, XDG_CONFIG_HOME's git/config), in git's order: a
+// configuration the script writes and hands to git is judged as its
+// settings given with -c are. Writing the usual places is refused
+// already (gitfiles.go); a file the script did not write is not seen.
+func (w *walker) fileConfig(c *callCtx) []envSetting {
+	if w.files == nil {
+		return nil
+	}
+	var out []envSetting
+	read := func(via, name string) {
+		f, ok := w.files[cleanPath(name)]
+		if !ok || !w.tick(1) {
+			return
+		}
+		w.charge(2 * len(f.text))
+		settings, ok := parseConfigFile(f.text)
+		if !ok || len(settings) > maxEnvSettings {
+			out = append(out, envSetting{via: via, bad: true})
+			return
+		}
+		for _, kv := range settings {
+			out = append(out, envSetting{via: via, kv: field{s: kv}})
+		}
+	}
+	known := func(name string) (string, bool) {
+		v, ok := w.rawEnv(c, name)
+		if !ok || v == "" || strings.IndexByte(v, dynMark) >= 0 {
+			return "", false
+		}
+		return v, true
+	}
+	if p, ok := known("GIT_CONFIG_SYSTEM"); ok {
+		read("GIT_CONFIG_SYSTEM", p)
+	}
+	if p, ok := known("GIT_CONFIG_GLOBAL"); ok {
+		read("GIT_CONFIG_GLOBAL", p)
+	} else {
+		if x, ok := known("XDG_CONFIG_HOME"); ok {
+			read("XDG_CONFIG_HOME", x+"/git/config")
+		} else if h, ok := known("HOME"); ok {
+			read("HOME", h+"/.config/git/config")
+		}
+		if h, ok := known("HOME"); ok {
+			read("HOME", h+"/.gitconfig")
+		}
+	}
+	return out
+}
+
+// parseConfigFile reads the text of a git configuration file as git
+// does, well enough to name its settings: [section], [section "sub"] and
+// [section.sub] headers (a setting may follow on the header's line),
+// NAME = VALUE or NAME alone (a boolean true), # and ; comments, double
+// quotes and backslash escapes in values, a backslash at a line's end
+// going on. It returns each as section[.sub].name=value, and false where
+// it cannot read a line: a doubt, not a pass.
+func parseConfigFile(text string) ([]string, bool) {
+	var out []string
+	section := ""
+	lines := strings.Split(text, "\n")
+	for i := 0; i < len(lines); i++ {
+		line := strings.TrimSpace(lines[i])
+		if strings.HasPrefix(line, "[") {
+			var ok bool
+			if section, line, ok = configHeader(line); !ok {
+				return nil, false
+			}
+			line = strings.TrimSpace(line)
+		}
+		if line == "" || line[0] == '#' || line[0] == ';' {
+			continue
+		}
+		if section == "" {
+			return nil, false // a setting before any section: git refuses the file
+		}
+		name, val, hasVal := strings.Cut(line, "=")
+		name = strings.TrimSpace(name)
+		if name == "" || strings.ContainsAny(name, " \t\"") {
+			return nil, false
+		}
+		if !hasVal {
+			out = append(out, section+"."+name)
+			continue
+		}
+		// A value goes on past a backslash at the line's end.
+		for strings.HasSuffix(val, `\`) && i+1 < len(lines) {
+			i++
+			val = val[:len(val)-1] + lines[i]
+		}
+		v, ok := configValue(val)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, section+"."+name+"="+v)
+	}
+	return out, true
+}
+
+// configHeader reads a section header at the start of line: [section],
+// [section.sub] or [section "sub"] (in whose quotes \" and \\ stand for
+// " and \, and ] is a character), and returns the section's name and
+// what follows the header.
+func configHeader(line string) (string, string, bool) {
+	i := 1
+	for i < len(line) && line[i] != ']' && line[i] != ' ' && line[i] != '\t' {
+		i++
+	}
+	name := line[1:i]
+	if name == "" || i >= len(line) {
+		return "", "", false
+	}
+	if line[i] == ']' {
+		return name, line[i+1:], true
+	}
+	for i < len(line) && (line[i] == ' ' || line[i] == '\t') {
+		i++
+	}
+	if i >= len(line) || line[i] != '"' {
+		return "", "", false
+	}
+	var sub strings.Builder
+	for i++; i < len(line); i++ {
+		switch line[i] {
+		case '\\':
+			if i+1 >= len(line) {
+				return "", "", false
+			}
+			i++
+			sub.WriteByte(line[i])
+		case '"':
+			if i+1 >= len(line) || line[i+1] != ']' {
+				return "", "", false
+			}
+			return name + "." + sub.String(), line[i+2:], true
+		default:
+			sub.WriteByte(line[i])
+		}
+	}
+	return "", "", false
+}
+
+// configValue reads a value as git does: blanks around it dropped,
+// double quotes grouping, \" \\ \n \t \b escapes, a comment outside
+// quotes ending it.
+func configValue(s string) (string, bool) {
+	var b strings.Builder
+	quoted := false
+	pending := 0 // blanks kept only if more follows
+	s = strings.TrimLeft(s, " \t")
+	for i := 0; i < len(s); i++ {
+		ch := s[i]
+		switch {
+		case !quoted && (ch == '#' || ch == ';'):
+			return b.String(), true
+		case !quoted && (ch == ' ' || ch == '\t'):
+			pending++
+			continue
+		case ch == '"':
+			quoted = !quoted
+			continue
+		case ch == '\\':
+			if i+1 >= len(s) {
+				return "", false
+			}
+			i++
+			switch s[i] {
+			case 'n':
+				ch = '\n'
+			case 't':
+				ch = '\t'
+			case 'b':
+				ch = '\b'
+			case '"', '\\':
+				ch = s[i]
+			default:
+				return "", false // git: bad config line
+			}
+		}
+		for ; pending > 0; pending-- {
+			b.WriteByte(' ')
+		}
+		b.WriteByte(ch)
+	}
+	if quoted {
+		return "", false
+	}
+	return b.String(), true
 }
 
 // configKeys lists, in git's order, the n of the GIT_CONFIG_KEY_<n> set

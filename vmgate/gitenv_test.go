@@ -65,6 +65,18 @@ var envConfigCases = []struct{ script, want string }{
 	{"GIT_DIR=/tmp/r.git GIT_WORK_TREE=. git status", "allow"},
 	{"GIT_DIR=/tmp/r.git git commit -m x", "git:commit"},
 	{"HOME=/tmp/h git status", "allow"},
+	// A configuration file the script wrote and points git at: its
+	// settings are judged as -c's.
+	{`printf '[core]\n\tfsmonitor = ./x\n' > /tmp/g; GIT_CONFIG_GLOBAL=/tmp/g git status`, "git:GIT_CONFIG_GLOBAL"},
+	{`printf '[core]\n\tfsmonitor = false\n' > /tmp/g; GIT_CONFIG_GLOBAL=/tmp/g git status`, "allow"},
+	{`printf '[alias]\n\thist = log --graph\n' > /tmp/g; GIT_CONFIG_GLOBAL=/tmp/g git hist`, "allow"},
+	{`printf '[alias] ci = commit\n' > /tmp/h/.gitconfig; HOME=/tmp/h git ci -m x`, "git:commit"},
+	{"cat > /tmp/g <<'EOF'\n[user]\n\tname = \"A B\" # me\nEOF\nGIT_CONFIG_GLOBAL=/tmp/g git log", "allow"},
+	{`printf '[diff "x"]\n\ttextconv = cat\n' > /tmp/s; export GIT_CONFIG_SYSTEM=/tmp/s; git diff`, "git:GIT_CONFIG_SYSTEM"},
+	{`printf '[core]\n\tpager = "git push"\n' > /tmp/g; GIT_CONFIG_GLOBAL=/tmp/g git log`, "git:push"},
+	{`printf '[includeIf "gitdir:/"]\n\tpath = /tmp/i\n' > /tmp/x/git/config; XDG_CONFIG_HOME=/tmp/x git log`, "git:XDG_CONFIG_HOME"},
+	{`printf 'oops\n' > /tmp/g; GIT_CONFIG_GLOBAL=/tmp/g git log`, "undecidable"},
+	{`printf '[core]\n\tfsmonitor = ./x\n' > /tmp/g; git status`, "allow"},
 	// A PATH the script set runs a program it wrote itself, as ./f does.
 	{"printf 'git commit -am x\\n' > /tmp/b/git; chmod +x /tmp/b/git; PATH=/tmp/b:$PATH git status", "git:commit"},
 	{"printf 'git push\\n' > /tmp/b/git; env PATH=/tmp/b:/usr/bin git status", "git:push"},
@@ -129,7 +141,7 @@ func envRoutes(key, val, rest string) []string {
 	k, v := shQuote(key), shQuote(val)
 	count := "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=" + k + " GIT_CONFIG_VALUE_0=" + v
 	params := shQuote(sqQuote(key) + "=" + sqQuote(val))
-	return []string{
+	routes := []string{
 		count + " git " + rest,
 		"export " + count + "; git " + rest,
 		"env " + count + " git " + rest,
@@ -138,6 +150,39 @@ func envRoutes(key, val, rest string) []string {
 		"export GIT_CONFIG_PARAMETERS=" + params + "; git " + rest,
 		"GIT_CONFIG_PARAMETERS=" + shQuote(sqQuote(key+"="+val)) + " git " + rest,
 	}
+	if text, ok := configFileText(key, val); ok {
+		routes = append(routes, "cat > /tmp/g <<'EOF'\n"+text+"EOF\nGIT_CONFIG_GLOBAL=/tmp/g git "+rest)
+	}
+	return routes
+}
+
+// configFileText writes KEY=VALUE as a configuration file's text, where
+// git could read it back.
+func configFileText(key, val string) (string, bool) {
+	first, last := strings.IndexByte(key, '.'), strings.LastIndexByte(key, '.')
+	if first <= 0 || last == len(key)-1 || !configName(key[:first]) || !configName(key[last+1:]) ||
+		strings.ContainsAny(val, "\n\r") || strings.Contains(val, "EOF") {
+		return "", false
+	}
+	head := "[" + key[:first] + "]"
+	if first != last {
+		sub := key[first+1 : last]
+		if strings.ContainsAny(sub, "\n\r") || strings.Contains(sub, "EOF") {
+			return "", false
+		}
+		head = "[" + key[:first] + " \"" + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(sub) + "\"]"
+	}
+	quoted := "\"" + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\t", `\t`).Replace(val) + "\""
+	return head + "\n\t" + key[last+1:] + " = " + quoted + "\n", true
+}
+
+func configName(s string) bool {
+	for i, c := range s {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || i > 0 && ('0' <= c && c <= '9' || c == '-')) {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // sameVerdict says whether a verdict through the environment is the one
@@ -196,6 +241,8 @@ func FuzzEnvConfig(f *testing.F) {
 	f.Add("diff.external", "git commit -a", "diff")
 	f.Add("core.sshCommand", "git push", "log")
 	f.Add("color.ui", "never", "log")
+	f.Add("url.a]b.insteadOf", "x", "log")
+	f.Add(`diff.a"b\\c.textconv`, "cat", "diff")
 	f.Fuzz(func(t *testing.T, key, val, rest string) {
 		// A key is a name: git refuses one with blanks, quotes or '='
 		// before it reads anything, and so would the shell's words.
