@@ -158,8 +158,8 @@ func destinations(args []field) []field {
 	}
 	out := []field{*dir}
 	for _, src := range ops {
-		if !src.dyn && !dir.dyn {
-			out = append(out, field{s: dir.s + "/" + path.Base(src.s)})
+		if !src.dyn {
+			out = append(out, field{s: dir.s + "/" + path.Base(src.s), dyn: dir.dyn})
 		}
 	}
 	return out
