@@ -88,8 +88,8 @@ func (w *walker) analyzeGit(args []field, dashed string, c *callCtx) gitResult {
 	// disguise").
 	var al gitAliases
 	for _, s := range w.envConfig(c) {
-		if s.bad {
-			return gitResult{kind: gitUndecidable, why: s.via + " holds settings only known at run time, or does not read as git's list of settings"}
+		if s.bad != "" {
+			return gitResult{kind: gitUndecidable, why: s.via + " " + s.bad}
 		}
 		if name, v, ok := w.inlineAlias(s.kv, false, c); ok {
 			al.define(name, v)

@@ -1,6 +1,7 @@
 package vmgate
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,7 +12,7 @@ import (
 type envSetting struct {
 	via string // the variable that carries it: GIT_CONFIG_KEY_0, GIT_CONFIG_PARAMETERS
 	kv  field  // KEY=VALUE, or KEY alone (a boolean true), as -c's argument
-	bad bool   // GIT_CONFIG_PARAMETERS that does not read as git's format
+	bad string // why the settings cannot be read: a doubt
 }
 
 // maxEnvSettings bounds the settings read of one invocation's
@@ -30,7 +31,11 @@ const maxEnvSettings = 256
 // GIT_CONFIG_VALUE_<n> it does not set is only known at run time.
 func (w *walker) envConfig(c *callCtx) []envSetting {
 	out := w.fileConfig(c)
-	for _, n := range w.configKeys(c) {
+	keys, ok := w.configKeys(c)
+	if !ok {
+		return append(out, envSetting{via: "GIT_CONFIG_COUNT", bad: fmt.Sprintf("sets more settings than the %d the gate reads", maxEnvSettings)})
+	}
+	for _, n := range keys {
 		name := "GIT_CONFIG_KEY_" + strconv.Itoa(n)
 		key, _ := w.envLookup(c, name)
 		val, ok := w.envLookup(c, "GIT_CONFIG_VALUE_"+strconv.Itoa(n))
@@ -45,8 +50,13 @@ func (w *walker) envConfig(c *callCtx) []envSetting {
 	if f, ok := w.envLookup(c, "GIT_CONFIG_PARAMETERS"); ok {
 		w.charge(2 * len(f.s))
 		pairs, ok := parseConfigParameters(f.s)
-		if !ok || len(pairs) > maxEnvSettings {
-			return append(out, envSetting{via: "GIT_CONFIG_PARAMETERS", bad: true})
+		switch {
+		case strings.IndexByte(f.s, dynMark) >= 0 && !ok:
+			return append(out, envSetting{via: "GIT_CONFIG_PARAMETERS", bad: "holds settings only known at run time"})
+		case !ok:
+			return append(out, envSetting{via: "GIT_CONFIG_PARAMETERS", bad: "does not read as git's list of settings"})
+		case len(pairs) > maxEnvSettings:
+			return append(out, envSetting{via: "GIT_CONFIG_PARAMETERS", bad: fmt.Sprintf("holds more settings than the %d the gate reads", maxEnvSettings)})
 		}
 		for _, kv := range pairs {
 			out = append(out, envSetting{via: "GIT_CONFIG_PARAMETERS", kv: field{s: kv, dyn: strings.IndexByte(kv, dynMark) >= 0}})
@@ -74,8 +84,12 @@ func (w *walker) fileConfig(c *callCtx) []envSetting {
 		}
 		w.charge(2 * len(f.text))
 		settings, ok := parseConfigFile(f.text)
-		if !ok || len(settings) > maxEnvSettings {
-			out = append(out, envSetting{via: via, bad: true})
+		switch {
+		case !ok:
+			out = append(out, envSetting{via: via, bad: "names a configuration file the script wrote that does not read as git's"})
+			return
+		case len(settings) > maxEnvSettings:
+			out = append(out, envSetting{via: via, bad: fmt.Sprintf("names a configuration file the script wrote with more settings than the %d the gate reads", maxEnvSettings)})
 			return
 		}
 		for _, kv := range settings {
@@ -250,17 +264,19 @@ func configValue(s string) (string, bool) {
 // configKeys lists, in git's order, the n of the GIT_CONFIG_KEY_<n> set
 // for the command or earlier, below GIT_CONFIG_COUNT when the script set
 // it to a number. git reads GIT_CONFIG_KEY_0, never GIT_CONFIG_KEY_00.
-func (w *walker) configKeys(c *callCtx) []int {
+// More than maxEnvSettings is a doubt, never a list cut short.
+func (w *walker) configKeys(c *callCtx) ([]int, bool) {
 	var ns []int
 	add := func(name string) {
 		s, ok := strings.CutPrefix(name, "GIT_CONFIG_KEY_")
 		if !ok {
 			return
 		}
-		if n, err := strconv.Atoi(s); err == nil && n >= 0 && strconv.Itoa(n) == s && !slices.Contains(ns, n) {
+		if n, err := strconv.Atoi(s); err == nil && n >= 0 && strconv.Itoa(n) == s {
 			ns = append(ns, n)
 		}
 	}
+	w.tick(len(c.env))
 	for _, e := range c.env {
 		add(e.name)
 	}
@@ -271,20 +287,19 @@ func (w *walker) configKeys(c *callCtx) []int {
 		}
 	}
 	if len(ns) == 0 {
-		return nil
+		return nil, true
 	}
 	if f, ok := w.envLookup(c, "GIT_CONFIG_COUNT"); ok && !f.dyn {
 		count, err := strconv.ParseUint(f.s, 10, 31)
 		if err != nil {
-			return nil // git: bogus count, it dies and runs nothing
+			return nil, true // git: bogus count, it dies and runs nothing
 		}
 		ns = slices.DeleteFunc(ns, func(n int) bool { return uint64(n) >= count })
 	}
+	w.charge(len(ns) * 8)
 	slices.Sort(ns)
-	if len(ns) > maxEnvSettings {
-		ns = ns[:maxEnvSettings]
-	}
-	return ns
+	ns = slices.Compact(ns)
+	return ns, len(ns) <= maxEnvSettings
 }
 
 // parseConfigParameters reads GIT_CONFIG_PARAMETERS as git does

@@ -1,6 +1,7 @@
 package vmgate
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -121,6 +122,28 @@ var envConfigCases = []struct{ script, want string }{
 	{"git log > /tmp/hooks", "allow"},
 	{"cp .git/config /tmp/config.bak", "allow"},
 	{"cp -r hooks/ /tmp/", "allow"},
+}
+
+// TestEnvConfigMany: a command with more settings in its environment
+// than the gate reads is a doubt, whatever comes last; fifty thousand
+// of them cost the decision no more than its budgets allow.
+func TestEnvConfigMany(t *testing.T) {
+	var b strings.Builder
+	for n := 0; n < 300; n++ {
+		fmt.Fprintf(&b, "GIT_CONFIG_KEY_%d=color.ui GIT_CONFIG_VALUE_%d=never ", n, n)
+	}
+	b.WriteString("GIT_CONFIG_KEY_300=core.hooksPath GIT_CONFIG_VALUE_300=/x git status")
+	if got := want(Check(b.String())); got != "undecidable" {
+		t.Errorf("301 settings, the last core.hooksPath: %s, want undecidable", got)
+	}
+	b.Reset()
+	for n := 0; n < 50000; n++ {
+		fmt.Fprintf(&b, "GIT_CONFIG_KEY_%d=a ", n)
+	}
+	b.WriteString("git status")
+	if got := want(Check(b.String())); got == "allow" {
+		t.Errorf("50,000 keys: allowed")
+	}
 }
 
 func TestEnvConfigAsDashC(t *testing.T) {
