@@ -69,6 +69,25 @@ func waitEnd(t testing.TB, s *spool.Spool, job string, within, every time.Durati
 	return r
 }
 
+// exitsAtStart runs a daemon that must refuse to start and returns its
+// exit code and output; one still running after within is killed and
+// fails the test with what (a refusal that never came).
+func exitsAtStart(t *testing.T, cmd *exec.Cmd, within time.Duration, what string) (int, string) {
+	t.Helper()
+	done := make(chan struct{})
+	var out []byte
+	var err error
+	go func() { out, err = cmd.CombinedOutput(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(within):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("%s: %s", what, out)
+	}
+	return exitCode(err), string(out)
+}
+
 // exitCode is a finished command's exit status: 0 for no error, -1 when it
 // did not run or was killed by a signal.
 func exitCode(err error) int {

@@ -285,18 +285,8 @@ func TestAttackGateServeUnsafeSpool(t *testing.T) {
 			}
 			cmd := exec.Command(bin("vmgate"), "serve", "--spool", dir, "--machine", "sh -s")
 			cmd.Env = raceEnv()
-			done := make(chan struct{})
-			var out []byte
-			var err error
-			go func() { out, err = cmd.CombinedOutput(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(20 * time.Second):
-				cmd.Process.Kill()
-				<-done
-				t.Fatalf("a root vmgate serve served an unsafe spool: %s", out)
-			}
-			if code := exitCode(err); code != 1 || !strings.Contains(string(out), c.want) {
+			code, out := exitsAtStart(t, cmd, 20*time.Second, "a root vmgate serve served an unsafe spool")
+			if code != 1 || !strings.Contains(out, c.want) {
 				t.Fatalf("vmgate serve exited %d: %s; want 1 and %q", code, out, c.want)
 			}
 			if _, err := os.Stat(filepath.Join(dir, "gate", "in")); err == nil {
