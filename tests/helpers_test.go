@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -67,6 +68,22 @@ func waitEnd(t testing.TB, s *spool.Spool, job string, within, every time.Durati
 		t.Fatal(err)
 	}
 	return r
+}
+
+// spoolUnder makes a spool at parent/spool (0750, its parent 0755) and
+// lets prep spoil one of the two, as an attack on a root daemon would.
+func spoolUnder(t *testing.T, prep func(parent, dir string) error) (parent, dir string) {
+	t.Helper()
+	parent = filepath.Join(t.TempDir(), "parent")
+	dir = filepath.Join(parent, "spool")
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(parent, 0o755)
+	if err := prep(parent, dir); err != nil {
+		t.Fatal(err)
+	}
+	return parent, dir
 }
 
 // exitsAtStart runs a daemon that must refuse to start and returns its

@@ -274,15 +274,7 @@ func TestAttackGateServeUnsafeSpool(t *testing.T) {
 		{"parent writable by its group", "writable by group or others", func(parent, _ string) error { return os.Chmod(parent, 0o775) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			parent := filepath.Join(t.TempDir(), "parent")
-			dir := filepath.Join(parent, "spool")
-			if err := os.MkdirAll(dir, 0o750); err != nil {
-				t.Fatal(err)
-			}
-			os.Chmod(parent, 0o755)
-			if err := c.prep(parent, dir); err != nil {
-				t.Fatal(err)
-			}
+			_, dir := spoolUnder(t, c.prep)
 			cmd := exec.Command(bin("vmgate"), "serve", "--spool", dir, "--machine", "sh -s")
 			cmd.Env = raceEnv()
 			code, out := exitsAtStart(t, cmd, 20*time.Second, "a root vmgate serve served an unsafe spool")
