@@ -802,8 +802,14 @@ func (w *walker) redirsOut(rs []*syntax.Redirect) (*input, *outFile) {
 			}
 			switch r.Op {
 			case syntax.RdrOut, syntax.AppOut, syntax.ClbOut, syntax.RdrAll, syntax.AppAll, syntax.RdrInOut:
+				// The statement is quoted, not the redirection alone, when
+				// it is the one being read.
+				var at syntax.Node = r
+				if cur := w.cur; cur != nil && cur.Pos().Offset() <= r.Pos().Offset() && r.End().Offset() <= cur.End().Offset() {
+					at = cur
+				}
 				for _, f := range fs {
-					w.writesGitFile(f, false, r)
+					w.writesGitFile(f, false, at)
 				}
 			}
 			fd1 := r.N == nil || r.N.Value == "1"
@@ -896,6 +902,7 @@ func (w *walker) call(ce *syntax.CallExpr, s *syntax.Stmt, stdin, capture *input
 			return
 		}
 	}
+	w.cur = s // the words' substitutions read statements of their own
 	in, out := w.redirsOut(s.Redirs)
 	if in != nil {
 		stdin = in
