@@ -880,6 +880,9 @@ func (w *walker) code(f field, c *callCtx, pos []field, keepPos bool) {
 		return
 	}
 	saved := *w
+	if len(c.env) > 0 {
+		w.inherit = append(slices.Clip(w.inherit), c.env...)
+	}
 	if w.depth == 0 {
 		w.oline, w.ocol, _ = w.where(c.node)
 	}
@@ -893,6 +896,7 @@ func (w *walker) code(f field, c *callCtx, pos []field, keepPos bool) {
 	w.depth, w.src, w.placeholders, w.cur = saved.depth, saved.src, saved.placeholders, saved.cur
 	w.oline, w.ocol = saved.oline, saved.ocol
 	w.pos, w.posKnown = saved.pos, saved.posKnown
+	w.inherit = saved.inherit
 }
 
 func (w *walker) callFunc(name string, body *syntax.Stmt, args []field, c *callCtx) {
@@ -941,10 +945,13 @@ func (w *walker) callFunc(name string, body *syntax.Stmt, args []field, c *callC
 		defer func() { w.caller = "" }()
 	}
 	w.calling[sig] = true
-	pos, known := w.pos, w.posKnown
+	pos, known, inherit := w.pos, w.posKnown, w.inherit
 	w.pos, w.posKnown = args, true
+	if len(c.env) > 0 {
+		w.inherit = append(slices.Clip(w.inherit), c.env...)
+	}
 	w.stmt(body, nil, nil)
-	w.pos, w.posKnown = pos, known
+	w.pos, w.posKnown, w.inherit = pos, known, inherit
 	delete(w.calling, sig)
 }
 
@@ -1475,9 +1482,11 @@ func (w *walker) onPath(name string, c *callCtx) (field, bool) {
 // rawEnv is a variable of the command's environment as envLookup finds
 // it, with its known parts kept around the unknown ones.
 func (w *walker) rawEnv(c *callCtx, name string) (string, bool) {
-	for i := len(c.env) - 1; i >= 0; i-- {
-		if c.env[i].name == name {
-			return c.env[i].raw, true
+	for _, env := range [][]envVar{c.env, w.inherit} {
+		for i := len(env) - 1; i >= 0; i-- {
+			if env[i].name == name {
+				return env[i].raw, true
+			}
 		}
 	}
 	if v, ok := w.vars[name]; ok && !v.arr {

@@ -324,7 +324,7 @@ func (w *walker) gitEnv(c *callCtx) (gitResult, bool) {
 		// A value only known at run time names a program the gate cannot
 		// see, like any program path: it is not refused.
 		if f, ok := w.envLookup(c, name); ok && !onlyDynamic(f.s) {
-			w.code(f, c, nil, false)
+			w.code(f, settingCtx(c), nil, false)
 		}
 	}
 	for _, name := range []string{"GIT_EXEC_PATH"} {
@@ -348,9 +348,11 @@ func valueField(v value) field {
 // envLookup finds a variable the command's environment may hold: set for
 // the command (FOO=x git, env FOO=x git) or earlier in the script.
 func (w *walker) envLookup(c *callCtx, name string) (field, bool) {
-	for i := len(c.env) - 1; i >= 0; i-- {
-		if c.env[i].name == name {
-			return c.env[i].v, true
+	for _, env := range [][]envVar{c.env, w.inherit} {
+		for i := len(env) - 1; i >= 0; i-- {
+			if env[i].name == name {
+				return env[i].v, true
+			}
 		}
 	}
 	if v, ok := w.vars[name]; ok {
@@ -379,7 +381,7 @@ func (w *walker) gitConfigParam(f field, fromEnv bool, c *callCtx, via string) (
 	}
 	if !fromEnv && configCode(key, val) {
 		if !onlyDynamic(val) {
-			w.code(field{s: val, dyn: f.dyn}, c, nil, false)
+			w.code(field{s: val, dyn: f.dyn}, settingCtx(c), nil, false)
 		}
 		return gitResult{}, false
 	}
@@ -387,6 +389,19 @@ func (w *walker) gitConfigParam(f field, fromEnv bool, c *callCtx, via string) (
 		return gitResult{kind: gitWrite, sub: name, why: what + " makes git run commands"}, true
 	}
 	return gitResult{}, false
+}
+
+// settingCtx is the context in which a setting's code (a pager, an
+// editor) is read: git runs it with the command's environment, but it is
+// no new command of the script's, so that environment is not handed on
+// again (GIT_PAGER='git log' git log would read its pager for ever).
+func settingCtx(c *callCtx) *callCtx {
+	if len(c.env) == 0 {
+		return c
+	}
+	cc := *c
+	cc.env = nil
+	return &cc
 }
 
 // configCode names settings whose value git runs as shell code: the gate

@@ -276,8 +276,11 @@ func (w *walker) configKeys(c *callCtx) ([]int, bool) {
 			ns = append(ns, n)
 		}
 	}
-	w.tick(len(c.env))
+	w.tick(len(c.env) + len(w.inherit))
 	for _, e := range c.env {
+		add(e.name)
+	}
+	for _, e := range w.inherit {
 		add(e.name)
 	}
 	if w.gitKeys {

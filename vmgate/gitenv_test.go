@@ -41,6 +41,18 @@ var envConfigCases = []struct{ script, want string }{
 	{"GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=\"$K\" GIT_CONFIG_VALUE_0=x git status", "undecidable"},
 	{"GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=alias.x GIT_CONFIG_VALUE_0=\"$V\" git x", "undecidable"},
 	{"GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=alias.x GIT_CONFIG_VALUE_0=\"$V\" git log", "allow"},
+	// What a command runs inherits the environment set for it: a
+	// function's body, a shell's code.
+	{"f() { git status; }; GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.hooksPath GIT_CONFIG_VALUE_0=/x f", "git:GIT_CONFIG_KEY_0"},
+	{"GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.hooksPath GIT_CONFIG_VALUE_0=/x bash -c 'git status'", "git:GIT_CONFIG_KEY_0"},
+	{"f() { git ci; }; GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=alias.ci GIT_CONFIG_VALUE_0=commit f", "git:commit"},
+	{"f() { git hist; }; GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=alias.hist GIT_CONFIG_VALUE_0=log f", "allow"},
+	{"GIT_PAGER='git push' bash -c 'git log'", "git:push"},
+	{"f() { git log; }; GIT_PAGER='git push' f", "git:push"},
+	{"GIT_EXEC_PATH=/tmp/x sh -c 'git status'", "git:GIT_EXEC_PATH"},
+	{"f() { git log; }; GIT_PAGER=cat f", "allow"},
+	{"f() { git status; }; GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.hooksPath GIT_CONFIG_VALUE_0=/x true; f", "allow"},
+	{"GIT_PAGER='git log' git log", "allow"},
 	// The last definition of an alias wins: -c comes after the
 	// environment.
 	{"GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=alias.x GIT_CONFIG_VALUE_0=log git -c alias.x=push x", "git:push"},
@@ -79,9 +91,11 @@ var envConfigCases = []struct{ script, want string }{
 	{`printf 'oops\n' > /tmp/g; GIT_CONFIG_GLOBAL=/tmp/g git log`, "undecidable"},
 	{`printf '[core]\n\tfsmonitor = ./x\n' > /tmp/g; git status`, "allow"},
 	// A PATH the script set runs a program it wrote itself, as ./f does.
-	{"printf 'git commit -am x\\n' > /tmp/b/git; chmod +x /tmp/b/git; PATH=/tmp/b:$PATH git status", "git:commit"},
-	{"printf 'git push\\n' > /tmp/b/git; env PATH=/tmp/b:/usr/bin git status", "git:push"},
-	{"printf 'git log\\n' > bin/git; PATH=bin:$PATH git status", "allow"},
+	{"printf '/usr/bin/git commit -am x\\n' > /tmp/b/git; chmod +x /tmp/b/git; PATH=/tmp/b:$PATH git status", "git:commit"},
+	{"printf '/usr/bin/git push\\n' > /tmp/b/git; env PATH=/tmp/b:/usr/bin git status", "git:push"},
+	{"printf '/usr/bin/git log\\n' > bin/git; PATH=bin:$PATH git status", "allow"},
+	// A fake git that runs git by name runs itself, for ever, as in bash.
+	{"printf 'git log\\n' > bin/git; PATH=bin:$PATH git status", "undecidable"},
 	{"printf 'git commit -am x\\n' > /tmp/b/git; export PATH=/tmp/b:$PATH; git status", "undecidable"},
 	{"printf 'git push\\n' > /tmp/b/git; git status", "allow"},
 	{"printf 'git push\\n' > /tmp/b/git; PATH=$PATH:/tmp/b git status", "allow"},

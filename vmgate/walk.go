@@ -36,6 +36,11 @@ type walker struct {
 	// program (commands.go, renamed).
 	aliasOf map[string]string
 
+	// inherit is the environment the commands being read inherit from
+	// the command that runs them: FOO=x f runs f's body, and FOO=x bash
+	// -c '...' its code, with FOO set (envLookup).
+	inherit []envVar
+
 	funcs         map[string]*syntax.Stmt
 	caller        string // the outermost function call being read, for messages
 	calling       map[uint64]bool
