@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io/fs"
 	"strings"
@@ -11,41 +12,40 @@ import (
 	"github.com/vmspool/vmspool/spool"
 )
 
-const askUsage = `usage: spool ask [--options a,b] [--allow-empty] [--timeout D] TEXT
-
-Inside a job: asks the person TEXT (a question event with a fresh id),
-waits for chats/<chat>/answer.json to answer that id, and prints the
-answer. An answer to another question is ignored. With --options the
+var askCmd = cli.Command{
+	Name:  "ask",
+	Usage: "[--options a,b] [--allow-empty] [--timeout D] TEXT",
+	Short: "Inside a job, ask the person TEXT, wait for the answer and print it.",
+	Long: `The question is an event with a fresh id; the answer is the one
+chats/<chat>/answer.json gives that id (or spoold relays into the job's
+events). An answer to another question is ignored. With --options the
 answer is one of them; with --allow-empty an empty answer is one (else
-it is refused when given). Exit 124 on --timeout.
-`
+it is refused when given). Exit 124 on --timeout.`,
+	Flags: func(fs *flag.FlagSet) {
+		fs.String("options", "", "the answers offered, `a,b,...`")
+		fs.Bool("allow-empty", false, "an empty answer answers the question")
+		cli.Duration(fs, "timeout", 0, "give up after `D` (exit 124)")
+	},
+	Run: ask,
+}
 
 // askPoll is the safety net beside the watch, for filesystems whose
 // changes inotify does not report, and the poll where inotify cannot be
 // had.
 const askPoll = 2 * time.Second
 
-func (a *app) ask(args []string) error {
-	c := a.newCommand("ask", askUsage)
-	options := c.String("options", "", "the answers offered, `a,b,...`")
-	allowEmpty := c.Bool("allow-empty", false, "an empty answer answers the question")
-	var timeout durationFlag
-	c.Var(&timeout, "timeout", "give up after `D` (exit 124)")
-	pos, err := c.parse(args)
-	if err != nil {
-		return err
-	}
-	text := strings.Join(pos, " ")
+func ask(c *cli.Call) error {
+	text := strings.Join(c.Args, " ")
 	if strings.TrimSpace(text) == "" {
-		return usageErr("ask", "want the question's TEXT")
+		return c.Usagef("want the question's TEXT")
 	}
 	var opts []string
-	for _, o := range strings.Split(*options, ",") {
+	for _, o := range strings.Split(c.String("options"), ",") {
 		if o = strings.TrimSpace(o); o != "" {
 			opts = append(opts, o)
 		}
 	}
-	j, err := a.inJob()
+	j, err := inJob(c)
 	if err != nil {
 		return err
 	}
@@ -67,23 +67,24 @@ func (a *app) ask(args []string) error {
 	}
 	defer w.Close()
 	qid := "q" + spool.NewJobID(time.Now())
-	if _, err := s.AppendEvent(j.job, spool.Event{Type: spool.EventQuestion, ID: qid, Text: text, Options: opts, AllowEmpty: *allowEmpty}); err != nil {
+	if _, err := s.AppendEvent(j.job, spool.Event{Type: spool.EventQuestion, ID: qid, Text: text, Options: opts, AllowEmpty: c.Bool("allow-empty")}); err != nil {
 		return err
 	}
 	var deadline <-chan time.Time
-	if timeout.set {
-		t := time.NewTimer(timeout.d)
+	timeout := c.Duration("timeout")
+	if c.IsSet("timeout") {
+		t := time.NewTimer(timeout)
 		defer t.Stop()
 		deadline = t.C
 	}
 	ans, err := waitAnswer(s, j.chat, j.job, qid, w, deadline)
 	if err != nil {
 		if errors.Is(err, errNoAnswer) {
-			return fail(cli.ExitTimeout, "question %s: no answer after %s", qid, timeout.d)
+			return cli.Failf(cli.ExitTimeout, "question %s: no answer after %s", qid, timeout)
 		}
 		return err
 	}
-	fmt.Fprintln(a.stdout, ans)
+	fmt.Fprintln(c.Stdout, ans)
 	return nil
 }
 
