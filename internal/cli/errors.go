@@ -30,11 +30,7 @@ func Failf(code int, format string, args ...any) error {
 	return &Error{code, fmt.Sprintf(format, args...)}
 }
 
-// ErrHelp ends a command that printed its usage on -h: exit ExitOK and
-// nothing said.
-var ErrHelp = errors.New("help")
-
-// Code is the exit code of err: ExitOK for nil and ErrHelp, an *Error's
+// Code is the exit code of err: ExitOK for nil, an *Error's
 // own code, ExitUsage for bad input package spool refused (an invalid id,
 // a document that does not parse, a missing spool, a link or a huge file
 // where a document should be: docs/contract.md's exit 2), ExitFail for
@@ -42,7 +38,7 @@ var ErrHelp = errors.New("help")
 func Code(err error) int {
 	var e *Error
 	switch {
-	case err == nil, errors.Is(err, ErrHelp):
+	case err == nil:
 		return ExitOK
 	case errors.As(err, &e):
 		if e.Code != 0 {
@@ -60,9 +56,9 @@ func Code(err error) int {
 func Exit(code int) error { return &Error{Code: code} }
 
 // Report says err on w as one line, "prefix: message", and returns its
-// exit code (Code). nil, ErrHelp and an empty message say nothing.
+// exit code (Code). nil and an empty message say nothing.
 func Report(w io.Writer, prefix string, err error) int {
-	if err == nil || errors.Is(err, ErrHelp) {
+	if err == nil {
 		return ExitOK
 	}
 	if err.Error() == "" {
