@@ -77,12 +77,23 @@ func ask(c *cli.Call) error {
 		defer t.Stop()
 		deadline = t.C
 	}
-	ans, err := waitAnswer(s, j.chat, j.job, qid, w, deadline)
+	ans, relayed, err := waitAnswer(s, j.chat, j.job, qid, w, deadline)
 	if err != nil {
 		if errors.Is(err, errNoAnswer) {
 			return cli.Failf(cli.ExitTimeout, "question %s: no answer after %s", qid, timeout)
 		}
 		return err
+	}
+	if !relayed {
+		// Taken from answer.json before spoold relayed it: the answer
+		// event is ask's to append, as the relay would have, since the
+		// relay looks only at the run's open question, and the job may ask
+		// its next one before spoold reads the file. AppendAnswer writes
+		// it unless the relay has meanwhile: one event a question.
+		if _, _, err := s.AppendAnswer(j.job, spool.Event{Type: spool.EventAnswer, ID: qid, Text: ans}); err != nil {
+			// The job has its answer; only the record of it is missing.
+			fmt.Fprintf(c.Stderr, "%s: question %s: the answer is not in the job's events: %v\n", c.Name(), qid, err)
+		}
 	}
 	fmt.Fprintln(c.Stdout, ans)
 	return nil
@@ -104,8 +115,9 @@ var errNoAnswer = errors.New("no answer")
 // waitAnswer waits for the answer to question qid: looked for at each
 // change of answer.json, and at each Look of the chat's directory (every
 // askPoll at least: a missed event, a shared filesystem, the relayed
-// answer appended to the job's events). errNoAnswer: the deadline came
-// first.
+// answer appended to the job's events). relayed says the answer came from
+// the job's events (an answer event is there already). errNoAnswer: the
+// deadline came first.
 //
 // The answer is looked for in two places: the chat's answer.json, and the
 // job's own events, where spoold relays it as an `answer` event once it
@@ -114,35 +126,35 @@ var errNoAnswer = errors.New("no answer")
 // later run reads it as its own), and between two polls of a shared
 // filesystem that can come before the job has seen it (TestMultiHost, on
 // GlusterFS: the question timed out though spoold had relayed the answer).
-func waitAnswer(s *spool.Spool, chat, job, qid string, w *spool.Watch, deadline <-chan time.Time) (string, error) {
+func waitAnswer(s *spool.Spool, chat, job, qid string, w *spool.Watch, deadline <-chan time.Time) (ans string, relayed bool, err error) {
 	events := s.NewEventReader(job)
 	for {
-		relayed, found := "", false
+		text, found := "", false
 		events.Each(func(ev spool.Event) {
 			if ev.Type == spool.EventAnswer && ev.ID == qid && !found {
-				relayed, found = ev.Text, true
+				text, found = ev.Text, true
 			}
 		})
 		if found {
-			return relayed, nil
+			return text, true, nil
 		}
-		ans, err := s.ReadAnswer(chat)
+		a, err := s.ReadAnswer(chat)
 		switch {
-		case err == nil && ans.Question == qid:
-			return ans.Answer, nil
+		case err == nil && a.Question == qid:
+			return a.Answer, false, nil
 		// What is not an answer (a symlink or a FIFO planted there, a
 		// huge file) is waited past like a stale one: `spool answer`
 		// replaces it, and spoold does not take it either.
 		case err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, spool.ErrCorrupt) &&
 			!errors.Is(err, spool.ErrNotRegular) && !errors.Is(err, spool.ErrTooLarge):
-			return "", err
+			return "", false, err
 		}
 		for look := false; !look; {
 			select {
 			case c := <-w.C:
 				look = c.Op == spool.Look || c.Name == spool.AnswerFile
 			case <-deadline:
-				return "", errNoAnswer
+				return "", false, errNoAnswer
 			}
 		}
 	}
