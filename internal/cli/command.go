@@ -106,8 +106,9 @@ func (p *Program) Main() {
 	os.Exit(p.Run(os.Args[1:], IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}))
 }
 
-// Run runs the command args name and returns the exit code: the one place
-// a program's error becomes a code and a line on stderr (Report).
+// Run runs the command that args name, with its flags and operands, and
+// returns the exit code: the one place where a program's error becomes a
+// code and a line on stderr (Report).
 func (p *Program) Run(args []string, stdio IO) int {
 	if stdio.Getenv == nil {
 		stdio.Getenv = os.Getenv
@@ -120,7 +121,7 @@ func (p *Program) Run(args []string, stdio IO) int {
 	version := top.Bool("version", false, "print the version")
 	if err := top.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdio.Stdout, p.Help())
+			fmt.Fprint(stdio.Stdout, p.help())
 			return ExitOK
 		}
 		return Report(stdio.Stderr, p.Name, p.usagef(nil, "%v", err))
@@ -131,10 +132,10 @@ func (p *Program) Run(args []string, stdio IO) int {
 		fmt.Fprintln(stdio.Stdout, Version(p.Name))
 		return ExitOK
 	case len(args) == 0:
-		fmt.Fprint(stdio.Stderr, p.Help())
+		fmt.Fprint(stdio.Stderr, p.help())
 		return ExitUsage
 	case args[0] == "help":
-		fmt.Fprint(stdio.Stdout, p.Help())
+		fmt.Fprint(stdio.Stdout, p.help())
 		return ExitOK
 	case args[0] == "version":
 		fmt.Fprintln(stdio.Stdout, Version(p.Name))
@@ -151,11 +152,7 @@ func (p *Program) Run(args []string, stdio IO) int {
 // command) and runs it.
 func (p *Program) call(c *Command, top *flag.FlagSet, args []string, stdio IO) int {
 	name := p.title(c)
-	fs := p.flagSet(name)
-	version := fs.Bool("version", false, "print the version")
-	if c.Flags != nil {
-		c.Flags(fs)
-	}
+	fs := p.flagSetFor(c)
 	if top != nil {
 		var err error
 		top.Visit(func(f *flag.Flag) {
@@ -175,11 +172,11 @@ func (p *Program) call(c *Command, top *flag.FlagSet, args []string, stdio IO) i
 	if err != nil {
 		return Report(stdio.Stderr, name, p.usagef(c, "%v", err))
 	}
-	if *version {
+	call := &Call{IO: stdio, Args: operands, prog: p, cmd: c, fs: fs}
+	if call.Bool("version") {
 		fmt.Fprintln(stdio.Stdout, Version(p.Name))
 		return ExitOK
 	}
-	call := &Call{IO: stdio, Args: operands, prog: p, cmd: c, fs: fs}
 	return Report(stdio.Stderr, name, c.Run(call))
 }
 
@@ -223,17 +220,17 @@ func (p *Program) title(c *Command) string {
 	return p.Name + " " + c.Name
 }
 
-// Hint is the one wording of where to read a command's usage, added to
-// every usage error: "(see 'spool submit -h')".
+// hint is the one wording of where to read a command's usage, which ends
+// every usage error of every program: "(see 'spool submit -h')".
 func (p *Program) hint(c *Command) string { return "(see '" + p.title(c) + " -h')" }
 
 func (p *Program) usagef(c *Command, format string, args ...any) error {
 	return Usagef("%s %s", fmt.Sprintf(format, args...), p.hint(c))
 }
 
-// Help is the program's -h: its synopsis, Short, its commands with
+// help is the program's -h: its synopsis, Short, its commands with
 // theirs, and Long.
-func (p *Program) Help() string {
+func (p *Program) help() string {
 	if p.single() {
 		c := p.commands[0]
 		return p.commandHelp(c, p.flagSetFor(c))
@@ -252,6 +249,8 @@ func (p *Program) Help() string {
 	return b.String()
 }
 
+// flagSetFor is a fresh flag set of c: the program's flags, --version and
+// c's own.
 func (p *Program) flagSetFor(c *Command) *flag.FlagSet {
 	fs := p.flagSet(p.title(c))
 	fs.Bool("version", false, "print the version")
