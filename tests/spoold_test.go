@@ -557,6 +557,11 @@ func TestSpooldQuestionRelayLate(t *testing.T) {
 	if got, want := spoolAnswerEvents(t, s, job), first+"=yes "+second+"=because"; got != want {
 		t.Errorf("answer events %q, want %q", got, want)
 	}
+	for _, ev := range spooldEvents(t, s, job) {
+		if ev.Type == spool.EventAnswer && (ev.Worker == "" || ev.Attempt != 1) {
+			t.Errorf("an answer event names no worker or attempt, as the relay's do: %+v", ev)
+		}
+	}
 	waitEnd(t, s, next, 15*time.Second, 10*time.Millisecond)
 }
 

@@ -89,8 +89,14 @@ func ask(c *cli.Call) error {
 		// event is ask's to append, as the relay would have, since the
 		// relay looks only at the run's open question, and the job may ask
 		// its next one before spoold reads the file. AppendAnswer writes
-		// it unless the relay has meanwhile: one event a question.
-		if _, _, err := s.AppendAnswer(j.job, spool.Event{Type: spool.EventAnswer, ID: qid, Text: ans}); err != nil {
+		// it unless the relay has meanwhile: one event a question. It
+		// names the run's worker and attempt, as the relay's does, when
+		// the lease says them.
+		ev := spool.Event{Type: spool.EventAnswer, ID: qid, Text: ans}
+		if l, _, err := s.ReadLease(j.job); err == nil {
+			ev.Worker, ev.Attempt = l.Worker, l.Attempt
+		}
+		if _, _, err := s.AppendAnswer(j.job, ev); err != nil {
 			// The job has its answer; only the record of it is missing.
 			fmt.Fprintf(c.Stderr, "%s: question %s: the answer is not in the job's events: %v\n", c.Name(), qid, err)
 		}
