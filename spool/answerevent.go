@@ -1,9 +1,11 @@
 package spool
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"syscall"
 )
 
@@ -19,8 +21,8 @@ import (
 // writer comes second finds the first one's line.
 //
 // The look reads the whole file, under the lock: an answer is rare, and
-// a job appending meanwhile waits for it (less than a second over the
-// 64 MiB a job's events may reach).
+// a job appending meanwhile waits for it (BenchmarkAppendAnswer: tens of
+// milliseconds over the 64 MiB a job's events may reach).
 func (s *Spool) AppendAnswer(job string, ev Event) (Event, bool, error) {
 	if err := CheckJobID(job); err != nil {
 		return ev, false, err
@@ -39,39 +41,15 @@ func (s *Spool) AppendAnswer(job string, ev Event) (Event, bool, error) {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
 		return ev, false, fmt.Errorf("job %s: events: lock: %w", job, err)
 	}
-	// The lines already there, read as any reader reads them (a line too
-	// long to relay is no answer), and counted for the new line's seq.
-	r := &EventReader{s: s, job: job, At: Now}
-	var found *Event
-	buf := make([]byte, 64<<10)
-	var off int64
-	for {
-		k, rerr := f.ReadAt(buf, off)
-		if k > 0 {
-			r.feed(buf[:k], func(e Event) bool {
-				if found == nil && e.Type == EventAnswer && e.ID == ev.ID {
-					found = &e
-				}
-				return true
-			})
-			off += int64(k)
-		}
-		if errors.Is(rerr, io.EOF) || k == 0 {
-			break
-		}
-		if rerr != nil {
-			return ev, false, fmt.Errorf("job %s: events: %w", job, rerr)
-		}
+	found, seq, partial, err := findAnswer(f, ev.ID)
+	if err != nil {
+		return ev, false, fmt.Errorf("job %s: events: %w", job, err)
 	}
 	if found != nil {
 		return *found, false, nil
 	}
 	// A last line without its newline counts as a line of its own
 	// (countLinesPartial), and ends before this one.
-	seq, partial := r.seq, len(r.part) > 0 || r.long > 0
-	if partial {
-		seq++
-	}
 	b, ev, err := eventLine(ev, seq+1)
 	if err != nil {
 		return ev, false, err
@@ -83,4 +61,64 @@ func (s *Spool) AppendAnswer(job string, ev Event) (Event, bool, error) {
 		return ev, false, fmt.Errorf("job %s: events: %w", job, err)
 	}
 	return ev, true, nil
+}
+
+// findAnswer reads the events of f as a reader reads them, for the answer
+// event of question id: it returns that event (nil: none), the lines
+// counted as countLinesPartial counts them, and whether the last one
+// lacks its newline. Only a line that holds id is decoded, and a line too
+// long to relay (MaxEventLine) is no answer, as it is no event to a
+// reader.
+func findAnswer(f *os.File, id string) (found *Event, lines int64, partial bool, err error) {
+	want := []byte(id)
+	buf := make([]byte, 64<<10)
+	var part []byte // a line begun in an earlier read
+	long := false   // the line under way is past MaxEventLine
+	var off int64
+	for {
+		k, rerr := f.ReadAt(buf, off)
+		b := buf[:k]
+		off += int64(k)
+		for len(b) > 0 {
+			i := bytes.IndexByte(b, '\n')
+			piece := b
+			if i >= 0 {
+				piece = b[:i]
+			}
+			switch {
+			case long:
+			case len(part)+len(piece) > MaxEventLine:
+				long, part = true, part[:0]
+			case i >= 0 && len(part) == 0:
+				// A whole line in this read: looked at where it is.
+			default:
+				part = append(part, piece...)
+			}
+			if i < 0 {
+				break
+			}
+			lines++
+			line := piece
+			if len(part) > 0 {
+				line = part
+			}
+			if found == nil && !long && bytes.Contains(line, want) {
+				if e := ParseEventLine(line, lines); e.Type == EventAnswer && e.ID == id {
+					found = &e
+				}
+			}
+			part, long = part[:0], false
+			b = b[i+1:]
+		}
+		if errors.Is(rerr, io.EOF) || k == 0 {
+			break
+		}
+		if rerr != nil {
+			return nil, 0, false, rerr
+		}
+	}
+	if len(part) > 0 || long {
+		return found, lines + 1, true, nil
+	}
+	return found, lines, false, nil
 }

@@ -1,7 +1,10 @@
 package spool
 
 import (
+	"bytes"
+	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -89,4 +92,67 @@ func TestAppendAnswerRefuses(t *testing.T) {
 	if _, _, err := s.AppendAnswer("../j", Event{Type: EventAnswer, ID: "q1"}); err == nil {
 		t.Error("an invalid job id was taken")
 	}
+}
+
+// BenchmarkAppendAnswer is the look before the append over the events a
+// job may reach (--max-events, 64 MiB), the answer not among them: what
+// a writer holds the events' lock for.
+func BenchmarkAppendAnswer(b *testing.B) {
+	s := testSpool(b)
+	line := []byte(`{"seq":1,"at":1700000000.5,"type":"status","text":"` + strings.Repeat("x", 200) + `"}` + "\n")
+	f, err := os.Create(s.Path("j.events"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for n := 0; n < 64<<20; n += len(line) {
+		f.Write(line)
+	}
+	f.Close()
+	i := 0
+	for b.Loop() {
+		i++
+		if _, appended, err := s.AppendAnswer("j", Event{Type: EventAnswer, ID: fmt.Sprintf("q%d", i), Text: "yes"}); err != nil || !appended {
+			b.Fatal(appended, err)
+		}
+	}
+}
+
+// findAnswer sees an events file as a reader does: the same answer (the
+// first of the question's), and the lines as an append counts them.
+func FuzzFindAnswer(f *testing.F) {
+	f.Add([]byte(`{"type":"answer","id":"q1","text":"yes"}`+"\n"), "q1")
+	f.Add([]byte("half\n{\"type\":\"answer\",\"id\":\"q1\"}"), "q1")
+	f.Add([]byte(`{"type":"status","text":"q1"}`+"\n"+`{"type":"answer","id":"q2"}`+"\n"), "q2")
+	f.Add(append(append([]byte(`{"type":"answer","id":"q1","text":"`), bytes.Repeat([]byte("x"), MaxEventLine)...), "\"}\n"...), "q1")
+	f.Fuzz(func(t *testing.T, data []byte, id string) {
+		if !ValidID(id) {
+			return
+		}
+		s := testSpool(t)
+		if err := os.WriteFile(s.Path("j.events"), data, FileMode); err != nil {
+			t.Fatal(err)
+		}
+		var want *Event
+		s.NewEventReader("j").Each(func(e Event) {
+			if want == nil && e.Type == EventAnswer && e.ID == id {
+				want = &e
+			}
+		})
+		fh, err := os.Open(s.Path("j.events"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer fh.Close()
+		got, lines, partial, err := findAnswer(fh, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, p, _ := countLinesPartial(fh)
+		if lines != n || partial != p {
+			t.Errorf("findAnswer counts %d lines (partial %v), countLinesPartial %d (%v)", lines, partial, n, p)
+		}
+		if (got == nil) != (want == nil) || got != nil && (got.Seq != want.Seq || got.Text != want.Text) {
+			t.Errorf("findAnswer found %+v, the reader %+v", got, want)
+		}
+	})
 }
