@@ -37,15 +37,15 @@ func (f Filesystem) Option(name string) (string, bool) {
 func (s *Spool) Filesystem() (Filesystem, error) {
 	fi, err := s.root.Stat(".")
 	if err != nil {
-		return Filesystem{}, fmt.Errorf("spool %s: %w", s.Dir, err)
+		return Filesystem{}, fmt.Errorf("spool %s: %w", s.RootPath, err)
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
-		return Filesystem{}, fmt.Errorf("spool %s: no device number", s.Dir)
+		return Filesystem{}, fmt.Errorf("spool %s: no device number", s.RootPath)
 	}
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
-		return Filesystem{}, fmt.Errorf("spool %s: its filesystem: %w", s.Dir, err)
+		return Filesystem{}, fmt.Errorf("spool %s: its filesystem: %w", s.RootPath, err)
 	}
 	defer f.Close()
 	dev := fmt.Sprintf("%d:%d", unixMajor(st.Dev), unixMinor(st.Dev))
@@ -59,10 +59,10 @@ func (s *Spool) Filesystem() (Filesystem, error) {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return Filesystem{}, fmt.Errorf("spool %s: reading /proc/self/mountinfo: %w", s.Dir, err)
+		return Filesystem{}, fmt.Errorf("spool %s: reading /proc/self/mountinfo: %w", s.RootPath, err)
 	}
 	if !ok {
-		return Filesystem{}, fmt.Errorf("spool %s: device %s is not in /proc/self/mountinfo", s.Dir, dev)
+		return Filesystem{}, fmt.Errorf("spool %s: device %s is not in /proc/self/mountinfo", s.RootPath, dev)
 	}
 	return found, nil
 }

@@ -155,7 +155,7 @@ func (s *Spool) Submit(sp *Spec) (string, error) {
 	if err := sp.Validate(); err != nil {
 		return "", err
 	}
-	if err := s.Floor.Check(s.Dir); err != nil {
+	if err := s.Floor.Check(s.RootPath); err != nil {
 		return "", err
 	}
 	now := time.Now()

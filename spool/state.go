@@ -123,7 +123,7 @@ func (s *Spool) Scan() (jobs map[string]Files, other []string, err error) {
 			break
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("spool %s: %w", s.Dir, err)
+			return nil, nil, fmt.Errorf("spool %s: %w", s.RootPath, err)
 		}
 	}
 	return jobs, other, nil

@@ -53,7 +53,10 @@ var (
 // os.Root, so that no symlink can take a read or a write outside the tree.
 // A Spool is safe for concurrent use.
 type Spool struct {
-	Dir string
+	// RootPath is the host path of the spool's root directory, as it was
+	// opened: for messages, and for what must be named by path (a
+	// filesystem's statfs, a cgroup's name).
+	RootPath string
 	// Floor, if not zero, is the free space below which Submit refuses a
 	// new job (ErrBelowFloor). Set it before the Spool is shared.
 	Floor Floor
@@ -106,7 +109,7 @@ func Open(dir string) (*Spool, error) {
 		r.Close()
 		return nil, fmt.Errorf("spool %s: %w", dir, err)
 	}
-	return &Spool{Dir: dir, root: r, dir: d}, nil
+	return &Spool{RootPath: dir, root: r, dir: d}, nil
 }
 
 // dirfd is the descriptor of the root directory held open.
@@ -152,7 +155,7 @@ func (s *Spool) Close() error {
 
 // Path returns the host path of a name of the tree, for messages and for
 // handing to processes.
-func (s *Spool) Path(name string) string { return filepath.Join(s.Dir, name) }
+func (s *Spool) Path(name string) string { return filepath.Join(s.RootPath, name) }
 
 func (s *Spool) mkdir(name string) error {
 	err := s.root.Mkdir(name, DirMode)
