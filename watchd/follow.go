@@ -8,7 +8,7 @@ import (
 	"github.com/vmspool/vmspool/spool"
 )
 
-// Rounding is how far before its start a watcher still accepts a document's
+// Rounding is how far before its start a follower still accepts a document's
 // "updated", when the document has no exact stamp ("written"): "updated"
 // is rounded to 10 ms, so a document written just after the start may
 // carry a stamp just before it.
@@ -49,7 +49,7 @@ type Output struct {
 	FromResult bool
 }
 
-// Guards configures a Follower. Began is the watcher's start on the wall
+// Guards configures a Tally. Began is the follower's start on the wall
 // clock (spool.Stamp); Job, if not empty, is the one job to follow.
 type Guards struct {
 	Began float64
@@ -61,11 +61,11 @@ type Guards struct {
 	Ended bool
 }
 
-// Follower is the bookkeeping of one watcher of one chat: which documents
+// Tally is the bookkeeping of one Follower of one chat: which documents
 // count (the guards), which events were already said (the seq), which
 // question was shown, and whether the run ended. It does no I/O and is not
 // safe for concurrent use.
-type Follower struct {
+type Tally struct {
 	g      Guards
 	job    string // the followed job: Guards.Job, or the first one accepted
 	last   int64
@@ -77,54 +77,54 @@ type Follower struct {
 	ended      bool
 }
 
-// NewFollower returns a Follower with the given guards.
-func NewFollower(g Guards) *Follower {
-	return &Follower{g: g, job: g.Job, last: g.Last, ended: g.Ended, asked: map[string]bool{}}
+// NewTally returns a Tally with the given guards.
+func NewTally(g Guards) *Tally {
+	return &Tally{g: g, job: g.Job, last: g.Last, ended: g.Ended, asked: map[string]bool{}}
 }
 
 // Job returns the job being followed: the one named in the guards, or the
 // one whose document was accepted first; "" while none is known.
-func (f *Follower) Job() string { return f.job }
+func (t *Tally) Job() string { return t.job }
 
 // Last returns the seq of the last event relayed.
-func (f *Follower) Last() int64 { return f.last }
+func (t *Tally) Last() int64 { return t.last }
 
 // Ended reports whether the run's end was given out.
-func (f *Follower) Ended() bool { return f.ended }
+func (t *Tally) Ended() bool { return t.ended }
 
 // Accepts reports whether the guards let doc through. Without a job id it
 // must be written at or after the start: by its exact stamp ("written")
 // when it has one, else by "updated" less the rounding (a writer of the
 // Python era). Once a job was accepted only that job's documents count: a
-// document of another job is a later run of the chat, not this watcher's
-// (it ignores it; the Watcher then looks at the followed job's result
+// document of another job is a later run of the chat, not this follower's
+// (it ignores it; the Follower then looks at the followed job's result
 // file). With a job id, only that job's documents count, whatever their
-// stamp, so that a run that ended before its watcher started is still
+// stamp, so that a run that ended before its follower started is still
 // reported.
 //
 // A run's last document is written before its result (spool.End), so a
-// watcher that starts after a job's result never accepts that job's
+// follower that starts after a job's result never accepts that job's
 // documents without its id: the exact stamp leaves no rounding window in
 // which the last document of a run that already ended could pass.
-func (f *Follower) Accepts(doc *spool.Progress) bool {
+func (t *Tally) Accepts(doc *spool.Progress) bool {
 	if doc == nil {
 		return false
 	}
-	if f.job != "" {
-		return doc.Job == f.job
+	if t.job != "" {
+		return doc.Job == t.job
 	}
 	if doc.Written > 0 {
-		return doc.Written >= f.g.Began
+		return doc.Written >= t.g.Began
 	}
-	return doc.Updated >= f.g.Began-Rounding
+	return doc.Updated >= t.g.Began-Rounding
 }
 
 // Feed takes the chat's current document and returns what is new in it,
 // in seq order, ending with the End if the run ended. A document the guards
 // refuse, or any document after the end, gives nothing.
-func (f *Follower) Feed(doc *spool.Progress) []Output {
+func (t *Tally) Feed(doc *spool.Progress) []Output {
 	var out []Output
-	f.FeedFunc(doc, func(o Output) bool { out = append(out, o); return true })
+	t.FeedFunc(doc, func(o Output) bool { out = append(out, o); return true })
 	return out
 }
 
@@ -136,12 +136,12 @@ func (f *Follower) Feed(doc *spool.Progress) []Output {
 // turn) holds no backlog: it feeds the newest document when it is ready
 // again, and events that left the document meanwhile become a gap line.
 // complete is false when emit refused an output.
-func (f *Follower) FeedFunc(doc *spool.Progress, emit func(Output) bool) (complete bool) {
-	if f.ended || !f.Accepts(doc) {
+func (t *Tally) FeedFunc(doc *spool.Progress, emit func(Output) bool) (complete bool) {
+	if t.ended || !t.Accepts(doc) {
 		return true
 	}
-	if f.job == "" {
-		f.job = doc.Job
+	if t.job == "" {
+		t.job = doc.Job
 	}
 	evs := doc.Events
 	if !slices.IsSortedFunc(evs, func(a, b spool.Event) int { return cmpSeq(a.Seq, b.Seq) }) {
@@ -150,91 +150,91 @@ func (f *Follower) FeedFunc(doc *spool.Progress, emit func(Output) bool) (comple
 	}
 	for i := range evs {
 		ev := &evs[i]
-		if ev.Seq <= f.last {
+		if ev.Seq <= t.last {
 			// Said before (or before a resume): a question among them was
 			// shown already.
 			if ev.Type == spool.EventQuestion && ev.ID != "" {
-				f.ask(ev.ID)
+				t.ask(ev.ID)
 			}
 			continue
 		}
-		if ev.Seq > f.last+1 {
-			if !emit(gap(doc.Job, f.last, ev.Seq)) {
+		if ev.Seq > t.last+1 {
+			if !emit(gap(doc.Job, t.last, ev.Seq)) {
 				return false
 			}
-			f.last = ev.Seq - 1
+			t.last = ev.Seq - 1
 		}
-		if o, ok := f.event(doc.Job, ev); ok {
+		if o, ok := t.event(doc.Job, ev); ok {
 			if !emit(o) {
 				return false
 			}
-			f.said(o)
+			t.said(o)
 		}
-		f.last = ev.Seq
+		t.last = ev.Seq
 	}
 	switch {
-	case len(evs) == 0 && doc.Status != "" && doc.Status != f.status && doc.Seq >= f.last:
+	case len(evs) == 0 && doc.Status != "" && doc.Status != t.status && doc.Seq >= t.last:
 		// A writer that keeps no events, only "status" (the Python
 		// tools; some write no seq either): its status is the news.
-		if doc.Seq > f.last+1 {
-			if !emit(gap(doc.Job, f.last, doc.Seq)) {
+		if doc.Seq > t.last+1 {
+			if !emit(gap(doc.Job, t.last, doc.Seq)) {
 				return false
 			}
-			f.last = doc.Seq - 1
+			t.last = doc.Seq - 1
 		}
 		if !emit(Output{Kind: Status, Job: doc.Job, Seq: doc.Seq, Text: doc.Status}) {
 			return false
 		}
-		f.status = doc.Status
-		f.last = doc.Seq
-	case doc.Seq > f.last:
+		t.status = doc.Status
+		t.last = doc.Seq
+	case doc.Seq > t.last:
 		// The document counts events its list no longer holds.
-		if !emit(gap(doc.Job, f.last, doc.Seq+1)) {
+		if !emit(gap(doc.Job, t.last, doc.Seq+1)) {
 			return false
 		}
-		f.last = doc.Seq
+		t.last = doc.Seq
 	}
-	if q := doc.Question; q != nil && !doc.Done && !f.asked[q.ID] {
+	if q := doc.Question; q != nil && !doc.Done && !t.asked[q.ID] {
 		if !emit(Output{Kind: Question, Job: doc.Job, Seq: doc.Seq, Question: q, Text: QuestionLine(q.Text, q.Options)}) {
 			return false
 		}
-		f.ask(q.ID)
+		t.ask(q.ID)
 	}
 	if doc.Done {
 		if !emit(endOf(doc)) {
 			return false
 		}
-		f.ended = true
+		t.ended = true
 	}
 	return true
 }
 
-// maxAsked bounds the question ids a Follower remembers: a document holds
+// maxAsked bounds the question ids a Tally remembers: a document holds
 // one open question, the newest asked, so the last few ids are all that
 // can come back; a run that asks without end costs no more.
 const maxAsked = 2 * spool.MaxProgressEvents
 
 // ask remembers a question id as shown.
-func (f *Follower) ask(id string) {
-	if f.asked[id] {
+func (t *Tally) ask(id string) {
+	if t.asked[id] {
 		return
 	}
-	if len(f.askedOrder) >= maxAsked {
-		delete(f.asked, f.askedOrder[0])
-		f.askedOrder = f.askedOrder[1:]
+	if len(t.askedOrder) >= maxAsked {
+		delete(t.asked, t.askedOrder[0])
+		t.askedOrder = t.askedOrder[1:]
 	}
-	f.asked[id] = true
-	f.askedOrder = append(f.askedOrder, id)
+	t.asked[id] = true
+	t.askedOrder = append(t.askedOrder, id)
 }
 
 // said records what an output said, once it was taken.
-func (f *Follower) said(o Output) {
+func (t *Tally) said(o Output) {
 	switch o.Kind {
 	case Status:
-		f.status = o.Text
+		t.status = o.Text
 	case Question:
 		if o.Question != nil && o.Question.ID != "" {
-			f.ask(o.Question.ID)
+			t.ask(o.Question.ID)
 		}
 	}
 }
@@ -242,13 +242,13 @@ func (f *Follower) said(o Output) {
 // event turns one event into an output, or nothing for an event whose news
 // the End carries (type end) and for a question already shown. It changes
 // nothing: said records the output once it is taken.
-func (f *Follower) event(job string, ev *spool.Event) (Output, bool) {
+func (t *Tally) event(job string, ev *spool.Event) (Output, bool) {
 	o := Output{Job: job, Seq: ev.Seq, Event: ev}
 	switch ev.Type {
 	case spool.EventStatus, "":
 		o.Kind, o.Text = Status, ev.Text
 	case spool.EventQuestion:
-		if ev.ID != "" && f.asked[ev.ID] {
+		if ev.ID != "" && t.asked[ev.ID] {
 			return o, false
 		}
 		q := &spool.Question{ID: ev.ID, Text: ev.Text, Options: ev.Options, Asked: ev.At, AllowEmpty: ev.AllowEmpty}

@@ -82,7 +82,7 @@ func idOf(fi fs.FileInfo) fileID {
 }
 
 // NewHub starts watching the spool's progress/ directory (creating it,
-// empty, if it is missing: a watcher may start before any daemon did; and
+// empty, if it is missing: a follower may start before any daemon did; and
 // again should it be removed). The watch is in place when NewHub returns,
 // so a document read after it can never miss a later change. Run must be
 // called to deliver changes.

@@ -18,7 +18,7 @@ type FollowConfig struct {
 	Spool *spool.Spool
 	Chat  string
 	Job   string // optional: the one job to follow
-	// Began is the watcher's start; the zero time means now. The caller
+	// Began is the follower's start; the zero time means now. The caller
 	// takes it before anything else, so nothing written after the command
 	// started can count as stale.
 	Began   time.Time
@@ -47,7 +47,7 @@ func Follow(ctx context.Context, cfg FollowConfig) (*Output, error) {
 	hctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go hub.Run(hctx)
-	w, err := NewWatcher(cfg.Spool, hub, cfg.Chat, Guards{Began: spool.Stamp(began), Job: cfg.Job})
+	w, err := NewFollower(cfg.Spool, hub, cfg.Chat, Guards{Began: spool.Stamp(began), Job: cfg.Job})
 	if err != nil {
 		return nil, err
 	}

@@ -391,7 +391,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.subs.Add(-1)
 	defer s.cfg.Metrics.Subscribed()()
-	wt, err := NewWatcher(s.cfg.Spool, s.cfg.Hub, chat, Guards{Began: began, Job: job, Last: last})
+	wt, err := NewFollower(s.cfg.Spool, s.cfg.Hub, chat, Guards{Began: began, Job: job, Last: last})
 	if err != nil {
 		httpError(w, http.StatusBadRequest, "watchd: %v", err)
 		return
@@ -422,7 +422,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sent, why := s.stream(r.Context(), wt, send)
-	log.WithFields(logrus.Fields{"sent": sent, "followed": wt.Follower().Job(), "why": why}).Info("subscriber disconnected")
+	log.WithFields(logrus.Fields{"sent": sent, "followed": wt.Tally().Job(), "why": why}).Info("subscriber disconnected")
 }
 
 // eventsRequest reads what a request for a chat's events asks: the chat,
@@ -459,7 +459,7 @@ func eventsRequest(w http.ResponseWriter, r *http.Request) (chat, job string, la
 
 // MaxStreamWrite bounds what an event stream writes at a time, and so
 // what a subscriber holds while its client is slow: the write, and
-// nothing of the documents it came from (Watcher.NextFunc). One event
+// nothing of the documents it came from (Follower.NextFunc). One event
 // encoded past it (8 KiB of control characters, which JSON writes six
 // bytes each, twice: text and event) has its texts clipped for the stream;
 // the document and <job>.events keep them whole.
@@ -471,14 +471,14 @@ const MaxStreamWrite = 32 << 10
 // statuses, not bulk data.
 const streamSendBuffer = 32 << 10
 
-// stream sends the watcher's events, and a keep-alive comment while none
+// stream sends the follower's events, and a keep-alive comment while none
 // come, until the run ends, the client goes or a write fails; it returns
 // how many events were sent and why it stopped. Each turn writes at most
 // MaxStreamWrite; what did not fit is not held but fed again, newest
 // first, once the write is done. An event's bytes are the Server's, made
 // once for every subscriber (encodedEvents): a stream stuck on a client
 // that does not read holds references to them, not copies.
-func (s *Server) stream(ctx context.Context, wt *Watcher, send func(...[]byte) error) (sent int, why string) {
+func (s *Server) stream(ctx context.Context, wt *Follower, send func(...[]byte) error) (sent int, why string) {
 	keep := time.NewTicker(s.cfg.KeepAlive)
 	defer keep.Stop()
 	var parts [][]byte
