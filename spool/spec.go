@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"os"
 	"strings"
 	"time"
 
@@ -265,4 +267,25 @@ func (s *Spool) plainDir(name string) error {
 		return s.plain(name, true, ErrNotRegular)
 	}
 	return fmt.Errorf("%s is a file, not a directory; remove it (ls -l %s)", name, s.Path(name))
+}
+
+// LooseChat reads the "chat" of a spec that may not validate (it names
+// nothing to run, say), for a message or a progress document about it:
+// "" when there is no such spec or no valid chat in it.
+func (s *Spool) LooseChat(job string) string {
+	if !ValidID(job) {
+		return ""
+	}
+	f, _, err := openRegular(s.root, job+ExtSpec, os.O_RDONLY)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	var v struct {
+		Chat string `json:"chat"`
+	}
+	if json.NewDecoder(io.LimitReader(f, MaxDocument)).Decode(&v) != nil || !ValidID(v.Chat) {
+		return ""
+	}
+	return v.Chat
 }
