@@ -2,9 +2,11 @@ package spool
 
 import (
 	"testing"
+
+	"github.com/vmspool/vmspool/internal/mountinfo"
 )
 
-func TestMountinfoLine(t *testing.T) {
+func TestFilesystemOf(t *testing.T) {
 	for _, tc := range []struct {
 		line, dev string
 		want      Filesystem
@@ -19,9 +21,10 @@ func TestMountinfoLine(t *testing.T) {
 		{"36 35 98:0 / /mnt rw - ext3 /dev/root rw", "98:1", Filesystem{}, false},
 		{"garbage", "98:0", Filesystem{}, false},
 	} {
-		got, ok := mountinfoLine(tc.line, tc.dev)
+		m, _ := mountinfo.Parse(tc.line)
+		got, ok := filesystemOf(m, tc.dev)
 		if ok != tc.match || got != tc.want {
-			t.Errorf("mountinfoLine(%q, %s) = %+v, %v; want %+v, %v", tc.line, tc.dev, got, ok, tc.want, tc.match)
+			t.Errorf("filesystemOf(%q, %s) = %+v, %v; want %+v, %v", tc.line, tc.dev, got, ok, tc.want, tc.match)
 		}
 	}
 	fs := Filesystem{Options: "rw,vers=4.2,acregmax=5,noac"}
