@@ -5,7 +5,6 @@ import (
 	"io/fs"
 	"os"
 	"strings"
-	"time"
 )
 
 // ClaimMark is the suffix of chats/<chat>/<job>.claim, the mark a daemon
@@ -41,14 +40,14 @@ func (s *Spool) MarkClaim(chat, job string) error {
 }
 
 // ChatRunning lists the leases of the chat's running jobs but except's,
-// each with its heartbeat (the lease's mtime), as the claim marks of the
-// chat's directory (MarkClaim) name them. A job claimed a moment ago whose
-// lease is not written yet (its .running still holds the marker) is
-// listed with a Lease that has only Job and Chat (Worker ""), and the time
-// it was looked at: it counts as running. Other leases that do not read
+// each with the stamp of its file (a heartbeat moves it), as the claim
+// marks of the chat's directory (MarkClaim) name them. A job claimed a
+// moment ago whose lease is not written yet (its .running still holds the
+// marker) is listed with a Lease that has only Job and Chat (Worker ""),
+// and a zero stamp: it counts as running. Other leases that do not read
 // are left out: the recovery deals with them. A mark whose job is neither
 // queued nor running is removed.
-func (s *Spool) ChatRunning(chat, except string) ([]*Lease, []time.Time, error) {
+func (s *Spool) ChatRunning(chat, except string) ([]*Lease, []FileStamp, error) {
 	if err := CheckChatID(chat); err != nil {
 		return nil, nil, err
 	}
@@ -57,7 +56,7 @@ func (s *Spool) ChatRunning(chat, except string) ([]*Lease, []time.Time, error) 
 		return nil, nil, err
 	}
 	var ls []*Lease
-	var beats []time.Time
+	var beats []FileStamp
 	for _, n := range names {
 		job, ok := strings.CutSuffix(n, ClaimMark)
 		if !ok || job == except || !ValidID(job) {
@@ -73,14 +72,14 @@ func (s *Spool) ChatRunning(chat, except string) ([]*Lease, []time.Time, error) 
 		case errors.Is(err, ErrCorrupt):
 			if m := s.readMarkerContent(job + ExtRunning); m.Worker == "" {
 				ls = append(ls, &Lease{Job: job, Chat: chat})
-				beats = append(beats, time.Now())
+				beats = append(beats, FileStamp{})
 			}
 			continue
 		case err != nil || l.Chat != chat:
 			continue
 		}
 		ls = append(ls, l)
-		beats = append(beats, fi.ModTime())
+		beats = append(beats, FileStampOf(fi))
 	}
 	return ls, beats, nil
 }

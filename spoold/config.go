@@ -148,13 +148,7 @@ func (c *Config) fill() error {
 		c.WorkDir = d
 	}
 	if c.Log == nil {
-		l := logrus.New()
-		l.SetOutput(discard{})
-		c.Log = l
+		c.Log = ops.Discard()
 	}
 	return nil
 }
-
-type discard struct{}
-
-func (discard) Write(b []byte) (int, error) { return len(b), nil }

@@ -85,9 +85,7 @@ func NewServer(cfg ServerConfig) *Server {
 	}
 	s := &Server{cfg: cfg, log: cfg.Log, mux: http.NewServeMux()}
 	if s.log == nil {
-		l := logrus.New()
-		l.SetOutput(discard{})
-		s.log = l
+		s.log = ops.Discard()
 	}
 	m := cfg.Metrics
 	// Routes are counted by a fixed name, never by path: chat ids would
