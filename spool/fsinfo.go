@@ -6,6 +6,7 @@ import (
 	"syscall"
 
 	"github.com/vmspool/vmspool/internal/mountinfo"
+	"golang.org/x/sys/unix"
 )
 
 // Filesystem is what the kernel says of the filesystem a spool is on: its
@@ -43,7 +44,7 @@ func (s *Spool) Filesystem() (Filesystem, error) {
 	if !ok {
 		return Filesystem{}, fmt.Errorf("spool %s: no device number", s.RootPath)
 	}
-	dev := fmt.Sprintf("%d:%d", unixMajor(st.Dev), unixMinor(st.Dev))
+	dev := fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev))
 	var found Filesystem
 	ok = false
 	err = mountinfo.ScanSelf(func(m mountinfo.Mount) bool {
@@ -73,6 +74,3 @@ func filesystemOf(m mountinfo.Mount, dev string) (Filesystem, bool) {
 	}
 	return Filesystem{Type: m.Type, Options: opts}, true
 }
-
-func unixMajor(dev uint64) uint64 { return (dev>>8)&0xfff | (dev>>32)&^0xfff }
-func unixMinor(dev uint64) uint64 { return dev&0xff | (dev>>12)&^0xff }

@@ -169,7 +169,7 @@ func (s *Spool) Submit(sp *Spec) (string, error) {
 	}
 	id := sp.ID
 	dfd := s.dirfd()
-	if n := takenBy(id, func(n string) bool { return existsAt(dfd, n) }); n != "" {
+	if n := takenBy(id, func(n string) bool { return atomicfile.ExistsAt(dfd, n) }); n != "" {
 		return "", fmt.Errorf("job %s: already exists (%s)", id, s.Path(n))
 	}
 	b, err := marshalSpec(sp)
