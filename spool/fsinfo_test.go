@@ -38,3 +38,16 @@ func TestFilesystemOf(t *testing.T) {
 		t.Error("Option(actimeo) found")
 	}
 }
+
+// A spool's own filesystem is found in this process's mountinfo, by the
+// device its root is on.
+func TestFilesystem(t *testing.T) {
+	s := testSpool(t)
+	fs, err := s.Filesystem()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fs.Type == "" || fs.Options == "" {
+		t.Errorf("Filesystem() = %+v; want a type and options", fs)
+	}
+}
