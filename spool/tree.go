@@ -359,3 +359,10 @@ func removeName(dir *os.Root, name string) error {
 	}
 	return nil
 }
+
+// Stat returns the info of a name of the root, without following a link.
+func (s *Spool) Stat(name string) (os.FileInfo, error) { return s.root.Lstat(name) }
+
+// Remove removes a name of the tree (never a symlink's target). A missing
+// name is not an error.
+func (s *Spool) Remove(name string) error { return removeName(s.root, name) }
