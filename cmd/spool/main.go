@@ -213,7 +213,7 @@ func (c *command) help() string {
 
 // dir resolves the spool directory the way docs/contract.md says.
 func (a *app) dir() string {
-	return spool.ResolveDir(a.spoolFlag, a.getenv, os.Getuid())
+	return spool.Locate(a.spoolFlag, a.getenv, os.Getuid())
 }
 
 // open opens the existing spool; a missing one is bad input (exit 2),

@@ -310,7 +310,7 @@ func serve(args []string, stdout, stderr io.Writer) (int, error) {
 	// The spool is made if missing (the gate may be the only part of it
 	// on this machine); every file of it is then reached through package
 	// spool.
-	sp, err := spool.Create(spool.ResolveDir(c.spool, os.Getenv, os.Getuid()))
+	sp, err := spool.Create(spool.Locate(c.spool, os.Getenv, os.Getuid()))
 	if err != nil {
 		return cli.ExitFail, err
 	}

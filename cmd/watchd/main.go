@@ -111,7 +111,7 @@ func logAndOpen(c *common, stderr io.Writer) (*logrus.Logger, *spool.Spool, erro
 	if err != nil {
 		return nil, nil, cli.Usagef("%v", err)
 	}
-	dir := spool.ResolveDir(c.spoolDir, os.Getenv, os.Getuid())
+	dir := spool.Locate(c.spoolDir, os.Getenv, os.Getuid())
 	s, err := spool.Open(dir)
 	if err != nil {
 		return nil, nil, cli.Usagef("%v", err)
@@ -261,7 +261,7 @@ func remoteToken(c *common, tokFile string) (string, error) {
 		}
 		return tok, nil
 	}
-	s, err := spool.Open(spool.ResolveDir(c.spoolDir, os.Getenv, os.Getuid()))
+	s, err := spool.Open(spool.Locate(c.spoolDir, os.Getenv, os.Getuid()))
 	if err != nil {
 		return "", nil
 	}
@@ -315,7 +315,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		servers = append(servers, hs)
 		go func() { errc <- hs.Serve(ln) }()
 	}
-	fields := map[string]any{"spool": s.Dir, "watch": "inotify"}
+	fields := map[string]any{"spool": s.RootPath, "watch": "inotify"}
 	if f.poll > 0 {
 		fields["watch"] = "poll " + f.poll.String()
 	}
@@ -393,7 +393,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	// this one may connect at once.
 	sig.OnSignal(func(os.Signal) { svc.Stopping() }, nil)
 	svc.Ready()
-	svc.Watchdog(base, ops.DirHealth(s.Dir))
+	svc.Watchdog(base, ops.DirHealth(s.RootPath))
 
 	select {
 	case <-sig.Context().Done():
