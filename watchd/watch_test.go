@@ -105,7 +105,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // waitWatched waits until this process holds an inotify watch on dir
-// (the kernel lists each watch in /proc/self/fdinfo): a follower has set
+// (the kernel lists each watch in /proc/self/fdinfo): a tally has set
 // up its watch, and what is written in dir from now on reaches it as an
 // event, not in its first read.
 func waitWatched(t *testing.T, dir string) {
@@ -134,7 +134,7 @@ func TestFollowTheStory(t *testing.T) {
 			// Run 1 ended, and its document is still there (an older
 			// submitter did not remove it).
 			newRun(t, s, "c", "j1").say("one", "two").end(spool.Done, 0)
-			// The sleep is the point: the follower starts past run 1's
+			// The sleep is the point: the tally starts past run 1's
 			// stamps and their 10 ms rounding, the clock separation its
 			// stamp guard judges.
 			time.Sleep(30 * time.Millisecond)
@@ -166,7 +166,7 @@ func TestFollowTheStory(t *testing.T) {
 func TestFollowWaitsForDocumentAndRecreate(t *testing.T) {
 	s := newTestSpool(t)
 	out, errc, _ := follow(t, s, FollowConfig{Chat: "c", Job: "j", JSON: true})
-	// The follower waits for a document that is not there yet.
+	// The tally waits for a document that is not there yet.
 	waitWatched(t, s.Path(spool.ProgressDir))
 	r := newRun(t, s, "c", "j").say("a")
 	waitFor(t, "a", func() bool { return strings.Contains(out.String(), `"a"`) })
@@ -221,7 +221,7 @@ func TestFollowSkipsBadDocumentsWithOneWarning(t *testing.T) {
 			waitFor(t, "the warning", func() bool { return strings.Contains(logb.String(), "does not parse") })
 			continue
 		}
-		// The sleep is the point: a window in which the follower reads
+		// The sleep is the point: a window in which the tally reads
 		// the bad document again, and must not warn again.
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -433,12 +433,12 @@ func startHub(t *testing.T, s *spool.Spool, cfg HubConfig) *Hub {
 	return h
 }
 
-// TestWatcherEndFromResultWhenCleared: the followed job ended (its last
+// TestFollowerEndFromResultWhenCleared: the followed job ended (its last
 // document, then its result) and the chat was cleared by the next
 // submission before the watcher read it. The last document landed before
 // the result, so it will not come back: the end is told from the result
 // at once, not after a grace (the look every CheckEvery is an hour here).
-func TestWatcherEndFromResultWhenCleared(t *testing.T) {
+func TestFollowerEndFromResultWhenCleared(t *testing.T) {
 	s := newTestSpool(t)
 	s.AppendEvent("j1", spool.Event{Text: "working"})
 	if err := s.End(spool.Ending{Result: &spool.Result{Job: "j1", Chat: "c", State: spool.Failed, Exit: ip(3)}}); err != nil {
@@ -455,7 +455,7 @@ func TestWatcherEndFromResultWhenCleared(t *testing.T) {
 	}
 	defer h.Close()
 	go h.Run(ctx)
-	w, err := NewWatcher(s, h, "c", Guards{Began: spool.Now(), Job: "j1"})
+	w, err := NewFollower(s, h, "c", Guards{Began: spool.Now(), Job: "j1"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,7 +57,7 @@ func withJob(c *cli.Call) (*spool.Spool, string, error) {
 
 // dir resolves the spool directory the way docs/contract.md says.
 func dir(c *cli.Call) string {
-	return spool.ResolveDir(c.String("spool"), c.Getenv, os.Getuid())
+	return spool.Locate(c.String("spool"), c.Getenv, os.Getuid())
 }
 
 // open opens the existing spool; a missing one is bad input (exit 2),

@@ -75,7 +75,7 @@ func view(s *spool.Spool, job string) (*jobView, error) {
 	}
 	st, ok := f.State()
 	if !ok {
-		return nil, cli.Failf(cli.ExitFail, "job %s: no such job in %s", job, s.Dir)
+		return nil, cli.Failf(cli.ExitFail, "job %s: no such job in %s", job, s.RootPath)
 	}
 	v := &jobView{Job: job, State: st, Events: []spool.Event{}}
 	for _, ext := range []string{spool.ExtSpec, spool.ExtReady, spool.ExtRunning, spool.ExtDone, spool.ExtFailed,

@@ -81,7 +81,7 @@ func run(c *cli.Call) error {
 	if err != nil {
 		log.WithError(err).Warn("cannot tell the spool's filesystem: its settings are not checked")
 	} else if err := spoold.CheckShared(fsys, f.poll, f.lease, f.killGrace); err != nil {
-		return cli.Usagef("spool %s: %v", s.Dir, err)
+		return cli.Usagef("spool %s: %v", s.RootPath, err)
 	}
 	if f.clockOffset != 0 {
 		// Tests only: a host whose clock is off (docs/spoold.md, "Clocks").
@@ -113,7 +113,7 @@ func run(c *cli.Call) error {
 	})
 	// The watchdog is pinged while the spool answers a stat: a spool gone
 	// or hung gets the unit restarted rather than kept "alive".
-	svc.Watchdog(ctx, ops.DirHealth(s.Dir))
+	svc.Watchdog(ctx, ops.DirHealth(s.RootPath))
 	// The textfile outlives ctx: its last write, after the jobs ended,
 	// holds the final counts.
 	stopMetrics := svc.Textfile(write, f.metricsEvery)
@@ -241,7 +241,7 @@ func (f flags) config(s *spool.Spool, log *logrus.Logger) spoold.Config {
 // queues, so it is refused; whoever we run as, only our own and root's
 // specs and markers are run (docs/operations.md, "Who owns what").
 func openSpool(dir string) (*spool.Spool, error) {
-	s, err := spool.Create(spool.ResolveDir(dir, os.Getenv, os.Getuid()))
+	s, err := spool.Create(spool.Locate(dir, os.Getenv, os.Getuid()))
 	if err != nil {
 		return nil, err
 	}
@@ -285,14 +285,14 @@ func gateFunc(gate *vmgate.Gate, m *ops.GateMetrics, opts ...vmgate.Option) spoo
 // (the unit's /var/lib/vmspool/metrics) is world-readable, so that
 // node_exporter reads it without access to the spool.
 func metricsWriter(s *spool.Spool, flag, host string) (ops.TextfileWriter, error) {
-	prom := metricsPath(flag, s.Dir, host)
+	prom := metricsPath(flag, s.RootPath, host)
 	if prom == "" {
 		return nil, nil
 	}
 	if !strings.HasSuffix(prom, ".prom") {
 		return nil, cli.Usagef("--metrics-file %s: the name must end in .prom (node_exporter reads only those)", prom)
 	}
-	rel, inside := underSpool(prom, s.Dir)
+	rel, inside := underSpool(prom, s.RootPath)
 	if !inside {
 		return ops.PathWriter(prom, ops.PublicTextfileMode), nil
 	}
@@ -300,12 +300,12 @@ func metricsWriter(s *spool.Spool, flag, host string) (ops.TextfileWriter, error
 	// daemon's life. One that cannot be opened (a symlink planted there)
 	// fails each write, which the textfile loop reports once, and spoold
 	// goes on without its textfile.
-	var d *spool.Dir
+	var d *spool.Subdir
 	base := filepath.Base(rel)
 	return func(data []byte) error {
 		if d == nil {
 			var err error
-			if d, err = s.OpenDir(filepath.Dir(rel), spool.DirMode); err != nil {
+			if d, err = s.OpenSubdir(filepath.Dir(rel), spool.DirMode); err != nil {
 				return fmt.Errorf("metrics textfile %s: refusing to write through it: %w", prom, err)
 			}
 		}

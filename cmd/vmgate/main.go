@@ -224,7 +224,7 @@ func serve(c *cli.Call) error {
 	// The spool is made if missing (the gate may be the only part of it
 	// on this machine); every file of it is then reached through package
 	// spool.
-	sp, err := spool.Create(spool.ResolveDir(c.String("spool"), c.Getenv, os.Getuid()))
+	sp, err := spool.Create(spool.Locate(c.String("spool"), c.Getenv, os.Getuid()))
 	if err != nil {
 		return err
 	}

@@ -56,7 +56,7 @@ func logAndOpen(c *cli.Call) (*logrus.Logger, *spool.Spool, error) {
 	if err != nil {
 		return nil, nil, cli.Usagef("%v", err)
 	}
-	dir := spool.ResolveDir(c.String("spool"), c.Getenv, os.Getuid())
+	dir := spool.Locate(c.String("spool"), c.Getenv, os.Getuid())
 	s, err := spool.Open(dir)
 	if err != nil {
 		return nil, nil, cli.Usagef("%v", err)
@@ -208,7 +208,7 @@ func remoteToken(c *cli.Call, tokFile string) (string, error) {
 		}
 		return tok, nil
 	}
-	s, err := spool.Open(spool.ResolveDir(c.String("spool"), c.Getenv, os.Getuid()))
+	s, err := spool.Open(spool.Locate(c.String("spool"), c.Getenv, os.Getuid()))
 	if err != nil {
 		return "", nil
 	}
@@ -287,7 +287,7 @@ func serve(c *cli.Call) error {
 		servers = append(servers, hs)
 		go func() { errc <- hs.Serve(ln) }()
 	}
-	fields := map[string]any{"spool": s.Dir, "watch": "inotify"}
+	fields := map[string]any{"spool": s.RootPath, "watch": "inotify"}
 	if f.poll > 0 {
 		fields["watch"] = "poll " + f.poll.String()
 	}
@@ -365,7 +365,7 @@ func serve(c *cli.Call) error {
 	// this one may connect at once.
 	sig.OnSignal(func(os.Signal) { svc.Stopping() }, nil)
 	svc.Ready()
-	svc.Watchdog(base, ops.DirHealth(s.Dir))
+	svc.Watchdog(base, ops.DirHealth(s.RootPath))
 
 	select {
 	case <-sig.Context().Done():

@@ -8,20 +8,20 @@ import (
 	"github.com/vmspool/vmspool/spool"
 )
 
-// ErrEnded is returned by Watcher.Next once the End was given out.
+// ErrEnded is returned by Follower.Next once the End was given out.
 var ErrEnded = errors.New("the run ended")
 
-// Watcher follows one chat for one subscriber: the Hub's snapshots go
-// through the subscriber's own Follower. When the followed job is known
+// Follower follows one chat for one subscriber: the Hub's snapshots go
+// through the subscriber's own Tally. When the followed job is known
 // and the chat's document is gone or belongs to another job (a later run
-// replaced it, or it was cleared), the Watcher looks at the job's result
+// replaced it, or it was cleared), the Follower looks at the job's result
 // file, and if the job ended tells the rest of its events from
 // <job>.events and its end from the result: a run that ended is reported,
 // never waited on.
-type Watcher struct {
-	s   *spool.Spool
-	sub *Sub
-	f   *Follower
+type Follower struct {
+	s     *spool.Spool
+	sub   *Sub
+	tally *Tally
 	// What the chat's current document is: none, or a document of docJob.
 	// Not the document itself: a stream blocked on a slow client must not
 	// hold a document the chat has moved on from.
@@ -37,8 +37,8 @@ type Watcher struct {
 	CheckEvery time.Duration
 }
 
-// NewWatcher subscribes to the chat on h and follows it with guards g.
-func NewWatcher(s *spool.Spool, h *Hub, chat string, g Guards) (*Watcher, error) {
+// NewFollower subscribes to the chat on h and follows it with guards g.
+func NewFollower(s *spool.Spool, h *Hub, chat string, g Guards) (*Follower, error) {
 	if g.Job != "" {
 		if err := spool.CheckJobID(g.Job); err != nil {
 			return nil, err
@@ -48,37 +48,37 @@ func NewWatcher(s *spool.Spool, h *Hub, chat string, g Guards) (*Watcher, error)
 	if err != nil {
 		return nil, err
 	}
-	return &Watcher{s: s, sub: sub, f: NewFollower(g), CheckEvery: time.Second}, nil
+	return &Follower{s: s, sub: sub, tally: NewTally(g), CheckEvery: time.Second}, nil
 }
 
-// Follower returns the watcher's bookkeeping.
-func (w *Watcher) Follower() *Follower { return w.f }
+// Tally returns the follower's bookkeeping.
+func (f *Follower) Tally() *Tally { return f.tally }
 
 // Close ends the subscription.
-func (w *Watcher) Close() {
-	if w.timer != nil {
-		w.timer.Stop()
+func (f *Follower) Close() {
+	if f.timer != nil {
+		f.timer.Stop()
 	}
-	w.sub.Close()
+	f.sub.Close()
 }
 
 // Next waits for something to say and returns it, in order. It returns
 // (nil, nil) when wake fires (the caller's own timer: a keep-alive, a
 // throttle), ctx's error when ctx is done, and ErrEnded after the End.
-func (w *Watcher) Next(ctx context.Context, wake <-chan time.Time) ([]Output, error) {
+func (f *Follower) Next(ctx context.Context, wake <-chan time.Time) ([]Output, error) {
 	var out []Output
-	_, err := w.NextFunc(ctx, wake, func(o Output) bool { out = append(out, o); return true })
+	_, err := f.NextFunc(ctx, wake, func(o Output) bool { out = append(out, o); return true })
 	return out, err
 }
 
 // NextFunc is Next handing each output to emit as it is made (see
-// Follower.FeedFunc): it returns once something was emitted, with how
+// Tally.FeedFunc): it returns once something was emitted, with how
 // many. When emit refuses one, the rest is not held: the next call feeds
 // the chat's newest state at once, from where this one stopped, so a
 // consumer that takes a bounded amount per call holds no backlog, and one
 // that fell behind skips to the newest (with a gap line) instead of
 // queueing.
-func (w *Watcher) NextFunc(ctx context.Context, wake <-chan time.Time, emit func(Output) bool) (int, error) {
+func (f *Follower) NextFunc(ctx context.Context, wake <-chan time.Time, emit func(Output) bool) (int, error) {
 	n := 0
 	count := func(o Output) bool {
 		if emit(o) {
@@ -88,48 +88,48 @@ func (w *Watcher) NextFunc(ctx context.Context, wake <-chan time.Time, emit func
 		return false
 	}
 	for {
-		if w.f.Ended() {
+		if f.tally.Ended() {
 			return 0, ErrEnded
 		}
-		if w.again {
-			w.again = false
-			if w.againResult {
-				w.fromResult(count)
+		if f.again {
+			f.again = false
+			if f.againResult {
+				f.fromResult(count)
 			} else {
-				snap, _ := w.sub.Latest()
-				w.feed(snap, count)
+				snap, _ := f.sub.Latest()
+				f.feed(snap, count)
 			}
-			if n > 0 || w.again {
+			if n > 0 || f.again {
 				return n, nil
 			}
 			continue
 		}
 		var check <-chan time.Time
-		if w.needResult() {
-			if w.timer == nil {
-				w.timer = time.NewTimer(w.CheckEvery)
+		if f.needResult() {
+			if f.timer == nil {
+				f.timer = time.NewTimer(f.CheckEvery)
 			}
-			check = w.timer.C
-		} else if w.timer != nil {
-			w.timer.Stop()
-			w.timer = nil
+			check = f.timer.C
+		} else if f.timer != nil {
+			f.timer.Stop()
+			f.timer = nil
 		}
 		select {
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		case <-wake:
 			return 0, nil
-		case <-w.sub.C:
-			snap, fresh := w.sub.Latest()
+		case <-f.sub.C:
+			snap, fresh := f.sub.Latest()
 			if !fresh {
 				continue
 			}
-			w.feed(snap, count)
+			f.feed(snap, count)
 		case <-check:
-			w.timer = nil
-			w.fromResult(count)
+			f.timer = nil
+			f.fromResult(count)
 		}
-		if n > 0 || w.again {
+		if n > 0 || f.again {
 			return n, nil
 		}
 	}
@@ -137,65 +137,65 @@ func (w *Watcher) NextFunc(ctx context.Context, wake <-chan time.Time, emit func
 
 // feed feeds one snapshot, and the followed job's result when the
 // snapshot is another run's document.
-func (w *Watcher) feed(snap Snapshot, emit func(Output) bool) {
-	w.hasDoc, w.docJob = snap.Doc != nil, ""
+func (f *Follower) feed(snap Snapshot, emit func(Output) bool) {
+	f.hasDoc, f.docJob = snap.Doc != nil, ""
 	if snap.Doc != nil {
-		w.docJob = snap.Doc.Job
+		f.docJob = snap.Doc.Job
 	}
-	if !w.f.FeedFunc(snap.Doc, emit) {
-		w.again, w.againResult = true, false
+	if !f.tally.FeedFunc(snap.Doc, emit) {
+		f.again, f.againResult = true, false
 		return
 	}
-	if w.needResult() {
+	if f.needResult() {
 		// Another run's document, or none: ours will not be written
 		// again if the job has a result, since its last document lands
 		// before its result (spool.End).
-		w.fromResult(emit)
+		f.fromResult(emit)
 	}
 }
 
 // needResult reports whether the followed job's result file is the only
 // place its end can still be read: the job is known, and the chat's
 // document is not its.
-func (w *Watcher) needResult() bool {
-	return !w.f.Ended() && w.f.Job() != "" && (!w.hasDoc || w.docJob != w.f.Job())
+func (f *Follower) needResult() bool {
+	return !f.tally.Ended() && f.tally.Job() != "" && (!f.hasDoc || f.docJob != f.tally.Job())
 }
 
 // fromResult tells the followed job's remaining events and its end if it
 // has a result. It does not wait for the job's last document: that lands
 // before the result, so once the result is there the chat's document,
 // gone or another run's, will not become the job's again.
-func (w *Watcher) fromResult(emit func(Output) bool) {
-	job := w.f.Job()
-	st, err := w.s.State(job)
+func (f *Follower) fromResult(emit func(Output) bool) {
+	job := f.tally.Job()
+	st, err := f.s.State(job)
 	if err != nil || !st.Final() {
 		return
 	}
-	r, err := w.s.ReadResult(job, st)
+	r, err := f.s.ReadResult(job, st)
 	if err != nil {
 		return
 	}
 	// The latest events, as a progress document holds them, read as they
 	// stream: a flood costs no memory. Seqs are line numbers: the last
 	// event's is the document's.
-	evs, _ := w.s.NewEventReader(job).Tail(spool.MaxProgressEvents)
+	evs, _ := f.s.NewEventReader(job).Tail(spool.MaxProgressEvents)
 	var rest []spool.Event
 	var seq int64
 	for _, ev := range evs {
-		if ev.Seq > w.f.Last() {
+		if ev.Seq > f.tally.Last() {
 			rest = append(rest, ev)
 		}
 		seq = max(seq, ev.Seq)
 	}
-	doc := &spool.Progress{Job: job, Chat: w.sub.Chat, Seq: seq, Events: rest, Done: true,
+	doc := &spool.Progress{Job: job, Chat: f.sub.Chat, Seq: seq, Events: rest, Done: true,
 		State: r.State, Exit: r.Exit, Error: r.Error}
-	complete := w.f.FeedFunc(doc, func(o Output) bool {
+	complete := f.tally.FeedFunc(doc, func(o Output) bool {
 		if o.Kind == End {
 			o.FromResult = true
 		}
 		return emit(o)
 	})
 	if !complete {
-		w.again, w.againResult = true, true
+		f.again, f.againResult = true, true
 	}
 }
