@@ -35,7 +35,24 @@ type Follower struct {
 	timer       *time.Timer // the next look at the result file, while one is needed
 	// CheckEvery is how often the result file is looked at while needed.
 	CheckEvery time.Duration
+	// held is the followed run's last document (done) while its result is
+	// not there yet: its events are told, its End waits for the result
+	// (at most endHold from heldSince), so that whoever reads the job's
+	// state after the End reads it ended (spool.End writes the last
+	// document first, then the result).
+	held      *spool.Progress
+	heldSince time.Time
+	holdTimer *time.Timer
 }
+
+// endHold bounds how long a run's End waits for its result: a daemon that
+// died between the two leaves the result to a recovery, and the person is
+// told the end the document says rather than nothing.
+const endHold = 5 * time.Second
+
+// holdEvery is how often the result is looked for while an End is held:
+// it follows the last document within milliseconds.
+const holdEvery = 10 * time.Millisecond
 
 // NewFollower subscribes to the chat on h and follows it with guards g.
 func NewFollower(s *spool.Spool, h *Hub, chat string, g Guards) (*Follower, error) {
@@ -58,6 +75,9 @@ func (f *Follower) Tally() *Tally { return f.tally }
 func (f *Follower) Close() {
 	if f.timer != nil {
 		f.timer.Stop()
+	}
+	if f.holdTimer != nil {
+		f.holdTimer.Stop()
 	}
 	f.sub.Close()
 }
@@ -114,6 +134,16 @@ func (f *Follower) NextFunc(ctx context.Context, wake <-chan time.Time, emit fun
 			f.timer.Stop()
 			f.timer = nil
 		}
+		var hold <-chan time.Time
+		if f.held != nil {
+			if f.holdTimer == nil {
+				f.holdTimer = time.NewTimer(holdEvery)
+			}
+			hold = f.holdTimer.C
+		} else if f.holdTimer != nil {
+			f.holdTimer.Stop()
+			f.holdTimer = nil
+		}
 		select {
 		case <-ctx.Done():
 			return 0, ctx.Err()
@@ -128,6 +158,9 @@ func (f *Follower) NextFunc(ctx context.Context, wake <-chan time.Time, emit fun
 		case <-check:
 			f.timer = nil
 			f.fromResult(count)
+		case <-hold:
+			f.holdTimer = nil
+			f.feed(Snapshot{Doc: f.held}, count)
 		}
 		if n > 0 || f.again {
 			return n, nil
@@ -142,7 +175,8 @@ func (f *Follower) feed(snap Snapshot, emit func(Output) bool) {
 	if snap.Doc != nil {
 		f.docJob = snap.Doc.Job
 	}
-	if !f.tally.FeedFunc(snap.Doc, emit) {
+	doc := f.holdEnd(snap.Doc)
+	if !f.tally.FeedFunc(doc, emit) {
 		f.again, f.againResult = true, false
 		return
 	}
@@ -152,6 +186,29 @@ func (f *Follower) feed(snap Snapshot, emit func(Output) bool) {
 		// before its result (spool.End).
 		f.fromResult(emit)
 	}
+}
+
+// holdEnd returns doc as the tally should take it now: the followed
+// run's last document without its end while the job has no result yet
+// (its events are news at once; the End comes with the result, or after
+// endHold), else doc itself. A document of another run, or of a writer
+// that names no job, is not held.
+func (f *Follower) holdEnd(doc *spool.Progress) *spool.Progress {
+	if doc == nil || !doc.Done || doc.Job == "" || f.tally.Ended() || !f.tally.Accepts(doc) {
+		f.held = nil
+		return doc
+	}
+	if f.held == nil {
+		f.heldSince = time.Now()
+	}
+	if st, err := f.s.State(doc.Job); (err == nil && st.Final()) || time.Since(f.heldSince) >= endHold {
+		f.held = nil
+		return doc
+	}
+	f.held = doc
+	open := *doc
+	open.Done, open.Question = false, nil
+	return &open
 }
 
 // needResult reports whether the followed job's result file is the only

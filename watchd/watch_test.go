@@ -473,3 +473,86 @@ func TestFollowerEndFromResultWhenCleared(t *testing.T) {
 		t.Errorf("outputs %s, end %+v", said(got), end)
 	}
 }
+
+// A run's last document lands before its result (spool.End): the End it
+// carries is held until the result is there, so that whoever reads the
+// job's state after the End reads it ended. Its events are told at once.
+func TestFollowerEndWaitsForResult(t *testing.T) {
+	s := newTestSpool(t)
+	ev, err := s.AppendEvent("j1", spool.Event{Text: "working"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := &spool.Progress{Job: "j1", Chat: "c", Seq: ev.Seq, Events: []spool.Event{ev}, Done: true, State: spool.Done, Exit: ip(0)}
+	if err := s.WriteProgress(last); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	h, err := NewHub(s, HubConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	go h.Run(ctx)
+	f, err := NewFollower(s, h, "c", Guards{Began: spool.Now(), Job: "j1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out, err := f.Next(ctx, nil)
+	if err != nil || said(out) != "status:working" {
+		t.Fatalf("before the result: %s, %v (want the events and no end)", said(out), err)
+	}
+	if err := s.End(spool.Ending{Result: &spool.Result{Job: "j1", Chat: "c", State: spool.Done, Exit: ip(0)}}); err != nil {
+		t.Fatal(err)
+	}
+	var got []Output
+	for len(got) == 0 || got[len(got)-1].Kind != End {
+		out, err := f.Next(ctx, nil)
+		if err != nil {
+			t.Fatalf("after %s: %v", said(got), err)
+		}
+		if st, _ := s.State("j1"); len(out) > 0 && out[len(out)-1].Kind == End && !st.Final() {
+			t.Fatalf("the End came with the job %s", st)
+		}
+		got = append(got, out...)
+	}
+	if end := got[len(got)-1]; end.State != spool.Done {
+		t.Errorf("end %+v", end)
+	}
+}
+
+// A result that never comes (its daemon died between the two writes, and
+// the recovery is yet to come) holds the End no longer than endHold.
+func TestFollowerEndHoldIsBounded(t *testing.T) {
+	s := newTestSpool(t)
+	if err := s.WriteProgress(&spool.Progress{Job: "j1", Chat: "c", Done: true, State: spool.Failed, Exit: ip(2)}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	h, err := NewHub(s, HubConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	go h.Run(ctx)
+	f, err := NewFollower(s, h, "c", Guards{Began: spool.Now(), Job: "j1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	wake := make(chan time.Time)
+	close(wake)
+	for f.held == nil {
+		if _, err := f.Next(ctx, wake); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.heldSince = time.Now().Add(-endHold)
+	out, err := f.Next(ctx, nil)
+	if err != nil || len(out) != 1 || out[0].Kind != End || out[0].State != spool.Failed {
+		t.Fatalf("past the hold: %s, %v", said(out), err)
+	}
+}
