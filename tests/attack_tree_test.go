@@ -300,29 +300,11 @@ func TestAttackRootSpoolParents(t *testing.T) {
 		{"parent writable by its group", "writable by group or others", func(p string) error { return os.Chmod(p, 0o775) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			parent := filepath.Join(t.TempDir(), "parent")
-			dir := filepath.Join(parent, "spool")
-			if err := os.MkdirAll(dir, 0o750); err != nil {
-				t.Fatal(err)
-			}
-			os.Chmod(parent, 0o755)
-			if err := c.prep(parent); err != nil {
-				t.Fatal(err)
-			}
+			parent, dir := spoolUnder(t, func(parent, _ string) error { return c.prep(parent) })
 			cmd := exec.Command(bin("spoold"), "--spool", dir, "--metrics-file", "off")
 			cmd.Env = spooldEnv()
-			done := make(chan struct{})
-			var out []byte
-			var err error
-			go func() { out, err = cmd.CombinedOutput(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(20 * time.Second):
-				cmd.Process.Kill()
-				<-done
-				t.Fatalf("a root spoold served a spool under an unsafe parent: %s", out)
-			}
-			if code := exitCode(err); code != 1 || !strings.Contains(string(out), c.want) || !strings.Contains(string(out), parent) {
+			code, out := exitsAtStart(t, cmd, 20*time.Second, "a root spoold served a spool under an unsafe parent")
+			if code != 1 || !strings.Contains(out, c.want) || !strings.Contains(out, parent) {
 				t.Fatalf("spoold exited %d: %s; want 1, %q and the parent named", code, out, c.want)
 			}
 		})

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -67,6 +68,41 @@ func waitEnd(t testing.TB, s *spool.Spool, job string, within, every time.Durati
 		t.Fatal(err)
 	}
 	return r
+}
+
+// spoolUnder makes a spool at parent/spool (0750, its parent 0755) and
+// lets prep spoil one of the two, as an attack on a root daemon would.
+func spoolUnder(t *testing.T, prep func(parent, dir string) error) (parent, dir string) {
+	t.Helper()
+	parent = filepath.Join(t.TempDir(), "parent")
+	dir = filepath.Join(parent, "spool")
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(parent, 0o755)
+	if err := prep(parent, dir); err != nil {
+		t.Fatal(err)
+	}
+	return parent, dir
+}
+
+// exitsAtStart runs a daemon that must refuse to start and returns its
+// exit code and output; one still running after within is killed and
+// fails the test with what (a refusal that never came).
+func exitsAtStart(t *testing.T, cmd *exec.Cmd, within time.Duration, what string) (int, string) {
+	t.Helper()
+	done := make(chan struct{})
+	var out []byte
+	var err error
+	go func() { out, err = cmd.CombinedOutput(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(within):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("%s: %s", what, out)
+	}
+	return exitCode(err), string(out)
 }
 
 // exitCode is a finished command's exit status: 0 for no error, -1 when it

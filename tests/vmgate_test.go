@@ -255,3 +255,35 @@ func errText(e *string) string {
 	}
 	return *e
 }
+
+// vmgate serve as root runs, with --machine, whatever gate/in/ holds: a
+// spool another user owns, may write, or may swap from above had root run
+// that user's script (the daemon started and served it). It is refused as
+// spoold refuses it, with the reason and exit 1; a sticky parent such as
+// /tmp is fine (TestVmgateServe).
+func TestAttackGateServeUnsafeSpool(t *testing.T) {
+	attackNeedRoot(t)
+	for _, c := range []struct {
+		name, want string
+		prep       func(parent, dir string) error
+	}{
+		{"writable by others", "lets group or others write", func(_, dir string) error { return os.Chmod(dir, 0o777) }},
+		{"writable by group", "lets group or others write", func(_, dir string) error { return os.Chmod(dir, 0o770) }},
+		{"owned by another user", "owned by uid 65534", func(_, dir string) error { return os.Chown(dir, attackNobody, attackNobody) }},
+		{"parent another user's", "owned by uid 65534", func(parent, _ string) error { return os.Chown(parent, attackNobody, attackNobody) }},
+		{"parent writable by its group", "writable by group or others", func(parent, _ string) error { return os.Chmod(parent, 0o775) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, dir := spoolUnder(t, c.prep)
+			cmd := exec.Command(bin("vmgate"), "serve", "--spool", dir, "--machine", "sh -s")
+			cmd.Env = raceEnv()
+			code, out := exitsAtStart(t, cmd, 20*time.Second, "a root vmgate serve served an unsafe spool")
+			if code != 1 || !strings.Contains(out, c.want) {
+				t.Fatalf("vmgate serve exited %d: %s; want 1 and %q", code, out, c.want)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "gate", "in")); err == nil {
+				t.Error("the refused daemon made gate/in/ first")
+			}
+		})
+	}
+}

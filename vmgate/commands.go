@@ -47,6 +47,12 @@ func (w *walker) exec(argv []field, c *callCtx) {
 			return
 		}
 	}
+	if plain && w.files != nil {
+		if f, ok := w.onPath(head.s, c); ok {
+			w.runFile(f, c, argv[1:], false) // PATH=/tmp/b:$PATH git, /tmp/b/git written above
+			return
+		}
+	}
 	// argv[0]: what the program is called, the word as written unless
 	// exec -a (or env -a) named it otherwise. It applies to this program
 	// only, not to what the program runs.
@@ -153,10 +159,17 @@ func (w *walker) command(base string, args []field, c, inner *callCtx) {
 			w.produce(c, out, ok)
 		}
 	case "tee":
+		for _, a := range args {
+			if a.dyn || !strings.HasPrefix(a.s, "-") {
+				w.writesGitFile(a, false, c.node)
+			}
+		}
 		w.tee(args, c)
 	case "cp", "mv":
+		w.gitFileDestinations(args, c)
 		w.copy(args)
 	case "ln", "install":
+		w.gitFileDestinations(args, c)
 		w.link(args, base == "ln")
 	case "hash":
 		w.hash(args)
@@ -867,6 +880,9 @@ func (w *walker) code(f field, c *callCtx, pos []field, keepPos bool) {
 		return
 	}
 	saved := *w
+	if len(c.env) > 0 {
+		w.inherit = append(slices.Clip(w.inherit), c.env...)
+	}
 	if w.depth == 0 {
 		w.oline, w.ocol, _ = w.where(c.node)
 	}
@@ -880,6 +896,7 @@ func (w *walker) code(f field, c *callCtx, pos []field, keepPos bool) {
 	w.depth, w.src, w.placeholders, w.cur = saved.depth, saved.src, saved.placeholders, saved.cur
 	w.oline, w.ocol = saved.oline, saved.ocol
 	w.pos, w.posKnown = saved.pos, saved.posKnown
+	w.inherit = saved.inherit
 }
 
 func (w *walker) callFunc(name string, body *syntax.Stmt, args []field, c *callCtx) {
@@ -928,10 +945,13 @@ func (w *walker) callFunc(name string, body *syntax.Stmt, args []field, c *callC
 		defer func() { w.caller = "" }()
 	}
 	w.calling[sig] = true
-	pos, known := w.pos, w.posKnown
+	pos, known, inherit := w.pos, w.posKnown, w.inherit
 	w.pos, w.posKnown = args, true
+	if len(c.env) > 0 {
+		w.inherit = append(slices.Clip(w.inherit), c.env...)
+	}
 	w.stmt(body, nil, nil)
-	w.pos, w.posKnown = pos, known
+	w.pos, w.posKnown, w.inherit = pos, known, inherit
 	delete(w.calling, sig)
 }
 
@@ -1174,7 +1194,7 @@ func (w *walker) sudo(args []field, c *callCtx, sp optSpec, noRun string) {
 		if !ok {
 			break
 		}
-		c.env = append(slices.Clip(c.env), envVar{name, v})
+		c.env = append(slices.Clip(c.env), envVar{name: name, v: v, raw: v.s})
 		i++
 	}
 	if i >= len(args) {
@@ -1192,7 +1212,7 @@ func (w *walker) env(args []field, c *callCtx) {
 		a := args[i]
 		s := a.s
 		if name, v, ok := assignment(a); ok {
-			c.env = append(slices.Clip(c.env), envVar{name, v})
+			c.env = append(slices.Clip(c.env), envVar{name: name, v: v, raw: v.s})
 			continue
 		}
 		if a.dyn {
@@ -1433,6 +1453,49 @@ func printfOutput(args []field) (text string, made int, ok bool) {
 	// printf stops at a NUL byte in what it prints.
 	text, _, _ = strings.Cut(b.String(), "\x00")
 	return text, made, true
+}
+
+// onPath finds a file the script wrote that bash would run for name: in
+// a directory of the PATH the script set, searched in order up to the
+// first directory only the run knows (which may hold a program of that
+// name, as any directory of the environment's PATH may).
+func (w *walker) onPath(name string, c *callCtx) (field, bool) {
+	path, ok := w.rawEnv(c, "PATH")
+	if !ok {
+		return field{}, false
+	}
+	for dir := range strings.SplitSeq(path, ":") {
+		if strings.IndexByte(dir, dynMark) >= 0 || !w.tick(1) {
+			return field{}, false
+		}
+		if dir == "" {
+			dir = "." // an empty element is the current directory
+		}
+		f := dir + "/" + name
+		if _, ok := w.files[cleanPath(f)]; ok {
+			return field{s: f}, true
+		}
+	}
+	return field{}, false
+}
+
+// rawEnv is a variable of the command's environment as envLookup finds
+// it, with its known parts kept around the unknown ones.
+func (w *walker) rawEnv(c *callCtx, name string) (string, bool) {
+	for _, env := range [][]envVar{c.env, w.inherit} {
+		for i := len(env) - 1; i >= 0; i-- {
+			if env[i].name == name {
+				return env[i].raw, true
+			}
+		}
+	}
+	if v, ok := w.vars[name]; ok && !v.arr {
+		if !v.known && v.s == "" {
+			return string(dynMark), true
+		}
+		return v.s, true
+	}
+	return "", false
 }
 
 // runFile reads a script file the script itself wrote earlier; other

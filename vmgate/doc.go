@@ -18,9 +18,12 @@
 // "undecidable". Nothing is ever run or expanded for real: no interp, no
 // command substitution, no user look-ups.
 //
-// Check is pure and safe for concurrent use; Machine (machine.go) runs an
-// allowed script. A decision's memory is bounded by construction (limits.go,
-// budget.go): Check may wait its turn while the decisions under way in the
-// process hold their share of one pool. The daemon over $SPOOL_DIR/gate/ is package gated, which
-// reaches the tree only through package spool.
+// Check is pure and safe for concurrent use: the package imports nothing
+// that opens a file or starts a process (TestPure), and a rules file
+// reaches it as text (ParseRules). Running an allowed script is package
+// machine's; the daemon over $SPOOL_DIR/gate/ is package server, which
+// reaches the tree only through package spool. A decision's memory is
+// bounded by construction (limits.go, budget.go): Check may wait its turn
+// while the decisions under way in the process hold their share of one
+// pool.
 package vmgate

@@ -47,9 +47,16 @@ type Gate struct {
 	rules      *Rules
 }
 
+// config is what a Gate is built from. A decision has no side effect to
+// configure: it reads no file, runs nothing and looks up no user, so
+// nothing here is a hook into the machine; what a caller must read (a
+// rules file) it reads itself and hands over as data.
 type config struct {
+	// commitTool is the tool the refusal sends the agent to.
 	commitTool string
-	rules      *Rules
+	// rules are denials beyond git's policy. If nil, only git writes are
+	// refused.
+	rules *Rules
 }
 
 // Option configures a Gate.
@@ -59,7 +66,8 @@ type Option func(*config)
 // names (default git_commit), so the message matches the agent's tools.
 func WithCommitTool(name string) Option { return func(c *config) { c.commitTool = name } }
 
-// WithRules adds the denials of a rules file (LoadRules) to the git policy.
+// WithRules adds the denials of a rules file (ParseRules) to the git
+// policy; nil adds none.
 func WithRules(r *Rules) Option { return func(c *config) { c.rules = r } }
 
 // New builds a Gate.

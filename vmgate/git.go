@@ -82,7 +82,22 @@ func (w *walker) analyzeGit(args []field, dashed string, c *callCtx) gitResult {
 	if r, bad := w.gitEnv(c); bad {
 		return r
 	}
-	return w.analyzeGitArgs(args, dashed, c, gitAliases{})
+	// The settings of git's environment are read as git -c's, before
+	// the command line's (which git appends to GIT_CONFIG_PARAMETERS):
+	// one verdict however a setting reaches git (docs/gate.md, "Writes in
+	// disguise").
+	var al gitAliases
+	for _, s := range w.envConfig(c) {
+		if s.bad != "" {
+			return gitResult{kind: gitUndecidable, why: s.via + " " + s.bad}
+		}
+		if name, v, ok := w.inlineAlias(s.kv, false, c); ok {
+			al.define(name, v)
+		} else if r, bad := w.gitConfigParam(s.kv, false, c, s.via); bad {
+			return r
+		}
+	}
+	return w.analyzeGitArgs(args, dashed, c, al)
 }
 
 // gitAliases are the aliases a git invocation defines for itself (git -c
@@ -121,7 +136,7 @@ func (w *walker) analyzeGitArgs(args []field, dashed string, c *callCtx, al gitA
 				if i+1 < len(args) {
 					if name, v, ok := w.inlineAlias(args[i+1], s == "--config-env", c); ok {
 						al.define(name, v)
-					} else if r, bad := w.gitConfigParam(args[i+1], s == "--config-env", c); bad {
+					} else if r, bad := w.gitConfigParam(args[i+1], s == "--config-env", c, ""); bad {
 						return r
 					}
 				}
@@ -130,7 +145,7 @@ func (w *walker) analyzeGitArgs(args []field, dashed string, c *callCtx, al gitA
 				f := field{s: s[len("--config-env="):]}
 				if name, v, ok := w.inlineAlias(f, true, c); ok {
 					al.define(name, v)
-				} else if r, bad := w.gitConfigParam(f, true, c); bad {
+				} else if r, bad := w.gitConfigParam(f, true, c, ""); bad {
 					return r
 				}
 			case gitValueOpts[s]:
@@ -309,48 +324,12 @@ func (w *walker) gitEnv(c *callCtx) (gitResult, bool) {
 		// A value only known at run time names a program the gate cannot
 		// see, like any program path: it is not refused.
 		if f, ok := w.envLookup(c, name); ok && !onlyDynamic(f.s) {
-			w.code(f, c, nil, false)
+			w.code(f, settingCtx(c), nil, false)
 		}
 	}
 	for _, name := range []string{"GIT_EXEC_PATH"} {
 		if f, ok := w.envLookup(c, name); ok && f.s != "" {
 			return gitResult{kind: gitWrite, sub: name, why: name + " makes git run another program"}, true
-		}
-	}
-	if f, ok := w.envLookup(c, "GIT_CONFIG_PARAMETERS"); ok {
-		if f.dyn || configMentionsRunner(f.s) {
-			return gitResult{kind: gitWrite, sub: "GIT_CONFIG_PARAMETERS", why: "GIT_CONFIG_PARAMETERS sets configuration that makes git run commands"}, true
-		}
-	}
-	check := func(name string, f field) (gitResult, bool) {
-		if !strings.HasPrefix(name, "GIT_CONFIG_KEY_") {
-			return gitResult{}, false
-		}
-		if f.dyn || configRuns(f.s, "x") {
-			return gitResult{kind: gitWrite, sub: name, why: name + "=" + f.s + " sets configuration that makes git run commands"}, true
-		}
-		return gitResult{}, false
-	}
-	for _, e := range c.env {
-		if r, bad := check(e.name, e.v); bad {
-			return r, true
-		}
-	}
-	if !w.gitKeys {
-		return gitResult{}, false
-	}
-	// In name order, so that the same script always gets the same verdict.
-	var names []string
-	w.tick(len(w.vars))
-	for name := range w.vars {
-		if strings.HasPrefix(name, "GIT_CONFIG_KEY_") {
-			names = append(names, name)
-		}
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		if r, bad := check(name, valueField(w.vars[name])); bad {
-			return r, true
 		}
 	}
 	return gitResult{}, false
@@ -369,9 +348,11 @@ func valueField(v value) field {
 // envLookup finds a variable the command's environment may hold: set for
 // the command (FOO=x git, env FOO=x git) or earlier in the script.
 func (w *walker) envLookup(c *callCtx, name string) (field, bool) {
-	for i := len(c.env) - 1; i >= 0; i-- {
-		if c.env[i].name == name {
-			return c.env[i].v, true
+	for _, env := range [][]envVar{c.env, w.inherit} {
+		for i := len(env) - 1; i >= 0; i-- {
+			if env[i].name == name {
+				return env[i].v, true
+			}
 		}
 	}
 	if v, ok := w.vars[name]; ok {
@@ -383,22 +364,44 @@ func (w *walker) envLookup(c *callCtx, name string) (field, bool) {
 	return field{}, false
 }
 
-// gitConfigParam judges git -c KEY=VALUE (or --config-env KEY=ENVVAR).
-func (w *walker) gitConfigParam(f field, fromEnv bool, c *callCtx) (gitResult, bool) {
+// gitConfigParam judges git -c KEY=VALUE (or --config-env KEY=ENVVAR);
+// via names the variable of git's environment that set it instead
+// (GIT_CONFIG_KEY_0, GIT_CONFIG_PARAMETERS), or is empty for -c.
+func (w *walker) gitConfigParam(f field, fromEnv bool, c *callCtx, via string) (gitResult, bool) {
 	key, val, _ := strings.Cut(f.s, "=")
+	name, what := "-c", "git -c "+key
+	if via != "" {
+		name, what = via, via+" (setting "+key+")"
+	}
 	if strings.IndexByte(key, dynMark) >= 0 {
+		if via != "" {
+			return gitResult{kind: gitUndecidable, why: via + " sets a key only known at run time"}, true
+		}
 		return gitResult{kind: gitUndecidable, why: "git -c sets a key only known at run time"}, true
 	}
 	if !fromEnv && configCode(key, val) {
 		if !onlyDynamic(val) {
-			w.code(field{s: val, dyn: f.dyn}, c, nil, false)
+			w.code(field{s: val, dyn: f.dyn}, settingCtx(c), nil, false)
 		}
 		return gitResult{}, false
 	}
 	if configRuns(key, val) {
-		return gitResult{kind: gitWrite, sub: "-c", why: "git -c " + key + " makes git run commands"}, true
+		return gitResult{kind: gitWrite, sub: name, why: what + " makes git run commands"}, true
 	}
 	return gitResult{}, false
+}
+
+// settingCtx is the context in which a setting's code (a pager, an
+// editor) is read: git runs it with the command's environment, but it is
+// no new command of the script's, so that environment is not handed on
+// again (GIT_PAGER='git log' git log would read its pager for ever).
+func settingCtx(c *callCtx) *callCtx {
+	if len(c.env) == 0 {
+		return c
+	}
+	cc := *c
+	cc.env = nil
+	return &cc
 }
 
 // configCode names settings whose value git runs as shell code: the gate
@@ -457,16 +460,6 @@ func configRuns(key, val string) bool {
 		return last == "cmd" || last == "command"
 	case "submodule":
 		return last == "update"
-	}
-	return false
-}
-
-func configMentionsRunner(params string) bool {
-	for _, part := range strings.FieldsFunc(params, func(r rune) bool { return r == '\'' || r == ' ' }) {
-		key, val, _ := strings.Cut(part, "=")
-		if configRuns(key, val) {
-			return true
-		}
 	}
 	return false
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"os"
 	"strings"
 )
 
@@ -41,16 +40,9 @@ func (r *rule) message() string {
 	return fmt.Sprintf("the gate's rules deny %s here (rule %s:%d)", what, r.file, r.line)
 }
 
-// LoadRules reads a rules file. An error names the file and line.
-func LoadRules(path string) (*Rules, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("vmgate: rules: %w", err)
-	}
-	return ParseRules(path, data)
-}
-
-// ParseRules parses the text of a rules file; name is used in errors.
+// ParseRules parses the text of a rules file; name is used in errors and
+// in the refusals' "rule FILE:LINE". The package reads no file: the
+// command that takes --rules reads it (cmd/vmgate) and hands its text here.
 func ParseRules(name string, data []byte) (*Rules, error) {
 	rs := &Rules{file: name}
 	sc := bufio.NewScanner(bytes.NewReader(data))

@@ -36,6 +36,11 @@ type walker struct {
 	// program (commands.go, renamed).
 	aliasOf map[string]string
 
+	// inherit is the environment the commands being read inherit from
+	// the command that runs them: FOO=x f runs f's body, and FOO=x bash
+	// -c '...' its code, with FOO set (envLookup).
+	inherit []envVar
+
 	funcs         map[string]*syntax.Stmt
 	caller        string // the outermost function call being read, for messages
 	calling       map[uint64]bool
@@ -43,7 +48,7 @@ type walker struct {
 	callSeed      maphash.Seed
 	aliases       map[string]value
 	expandAliases bool
-	gitKeys       bool // a GIT_CONFIG_KEY_<n> was set: gitEnv looks for them
+	gitKeys       bool // a GIT_CONFIG_KEY_<n> was set: envConfig looks for them
 	probing       int  // > 0 while a word that may be git is tried as git
 
 	// The budgets spent (budget.go), and the statement being read, for
@@ -800,6 +805,18 @@ func (w *walker) redirsOut(rs []*syntax.Redirect) (*input, *outFile) {
 					}
 				}
 			}
+			switch r.Op {
+			case syntax.RdrOut, syntax.AppOut, syntax.ClbOut, syntax.RdrAll, syntax.AppAll, syntax.RdrInOut:
+				// The statement is quoted, not the redirection alone, when
+				// it is the one being read.
+				var at syntax.Node = r
+				if cur := w.cur; cur != nil && cur.Pos().Offset() <= r.Pos().Offset() && r.End().Offset() <= cur.End().Offset() {
+					at = cur
+				}
+				for _, f := range fs {
+					w.writesGitFile(f, false, at)
+				}
+			}
 			fd1 := r.N == nil || r.N.Value == "1"
 			switch r.Op {
 			case syntax.RdrOut, syntax.AppOut, syntax.ClbOut, syntax.RdrAll, syntax.AppAll:
@@ -874,6 +891,10 @@ type callCtx struct {
 type envVar struct {
 	name string
 	v    field
+	// raw is the value's text with only its unknown parts marked
+	// (PATH=/tmp/b:$PATH is "/tmp/b:" and a mark), where v holds a mark
+	// alone: where a search of PATH starts is known.
+	raw string
 }
 
 func (w *walker) call(ce *syntax.CallExpr, s *syntax.Stmt, stdin, capture *input) {
@@ -886,6 +907,7 @@ func (w *walker) call(ce *syntax.CallExpr, s *syntax.Stmt, stdin, capture *input
 			return
 		}
 	}
+	w.cur = s // the words' substitutions read statements of their own
 	in, out := w.redirsOut(s.Redirs)
 	if in != nil {
 		stdin = in
@@ -906,7 +928,7 @@ func (w *walker) call(ce *syntax.CallExpr, s *syntax.Stmt, stdin, capture *input
 			if f.dyn {
 				f.s = string(dynMark)
 			}
-			env = append(env, envVar{a.Name.Value, f})
+			env = append(env, envVar{name: a.Name.Value, v: f, raw: v.s})
 		}
 	}
 	if w.done || len(argv) == 0 {

@@ -17,11 +17,12 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/vmspool/vmspool/gated"
 	"github.com/vmspool/vmspool/internal/cli"
 	"github.com/vmspool/vmspool/internal/ops"
 	"github.com/vmspool/vmspool/spool"
 	"github.com/vmspool/vmspool/vmgate"
+	"github.com/vmspool/vmspool/vmgate/machine"
+	"github.com/vmspool/vmspool/vmgate/server"
 )
 
 var prog = &cli.Program{
@@ -56,7 +57,7 @@ func main() { prog.Main() }
 func gate(c *cli.Call) (*vmgate.Gate, error) {
 	opts := []vmgate.Option{vmgate.WithCommitTool(c.String("commit-tool"))}
 	if rules := c.String("rules"); rules != "" {
-		r, err := vmgate.LoadRules(rules)
+		r, err := loadRules(rules)
 		if err != nil {
 			return nil, cli.Usagef("%v", err)
 		}
@@ -95,6 +96,27 @@ func script(inline string, inlineSet bool, operands []string, stdin io.Reader) (
 		return "", cli.Usagef("cannot read the script from standard input: %v", err)
 	}
 	return string(data), nil
+}
+
+// maxRules bounds what is read of a rules file: a rule is a line.
+const maxRules = 1 << 20
+
+// loadRules reads a rules file: the command reads it, package vmgate
+// parses the text (it touches no file).
+func loadRules(path string) (*vmgate.Rules, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("rules: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxRules+1))
+	if err != nil {
+		return nil, fmt.Errorf("rules: %s: %w", path, err)
+	}
+	if len(data) > maxRules {
+		return nil, fmt.Errorf("rules: %s: larger than %d bytes", path, maxRules)
+	}
+	return vmgate.ParseRules(path, data)
 }
 
 // gateScript returns the call's gate and its script (-c inline, FILE or
@@ -167,7 +189,7 @@ func run(c *cli.Call) error {
 	sig := cli.CatchSignals()
 	defer sig.Stop()
 	ctx := sig.Context()
-	m := vmgate.Machine{Shell: c.String("shell"), Command: c.String("machine")}
+	m := machine.Machine{Shell: c.String("shell"), Command: c.String("machine")}
 	stdin := c.Stdin
 	if len(c.Args) == 1 && c.Args[0] == "-" || len(c.Args) == 0 && !c.IsSet("c") {
 		stdin = nil // the script came from stdin: nothing is left to give it
@@ -206,7 +228,7 @@ func serve(c *cli.Call) error {
 	sig := cli.CatchSignals()
 	defer sig.Stop()
 	ctx := sig.Context()
-	machine, metrics, parallel := c.String("machine"), c.String("metrics-listen"), c.Int("parallel")
+	mach, metrics, parallel := c.String("machine"), c.String("metrics-listen"), c.Int("parallel")
 	if err := c.NoOperands(); err != nil {
 		return err
 	}
@@ -229,13 +251,19 @@ func serve(c *cli.Call) error {
 		return err
 	}
 	defer sp.Close()
+	// As root, with --machine, the gate runs what in/ holds: a spool that
+	// another user could write or swap would have root run their script,
+	// so it is refused as spoold refuses it.
+	if err := sp.CheckRootSafe(os.Geteuid()); err != nil {
+		return err
+	}
 	dir := sp.Path(spool.GateDir)
-	cfg := gated.ServerConfig{
+	cfg := server.Config{
 		Spool: sp, Gate: g, Log: log, Poll: c.Duration("poll"), Rescan: c.Duration("rescan"),
 		Parallel: parallel, Timeout: c.Duration("timeout"), Grace: c.Duration("grace"), Now: sig.Now(),
 	}
-	if machine != "" {
-		cfg.Machine = &vmgate.Machine{Command: machine}
+	if mach != "" {
+		cfg.Machine = &machine.Machine{Command: mach}
 	}
 	svc := ops.NewService(prog.Name, true, log)
 	if metrics != "" {
@@ -248,7 +276,7 @@ func serve(c *cli.Call) error {
 	}
 	cfg.Ready = func() {
 		svc.Ready()
-		log.WithFields(map[string]any{"dir": dir, "machine": machine}).Info("vmgate serving")
+		log.WithFields(map[string]any{"dir": dir, "machine": mach}).Info("vmgate serving")
 	}
 	sig.OnSignal(func(os.Signal) { svc.Stopping() }, nil)
 	// The watchdog is pinged only while the loop goes round and the gate
@@ -256,7 +284,7 @@ func serve(c *cli.Call) error {
 	pulse := &ops.Pulse{}
 	cfg.Beat = pulse.Beat
 	svc.Watchdog(ctx, pulse.Within(30*time.Second), ops.DirHealth(dir))
-	if err := gated.Serve(ctx, cfg); err != nil {
+	if err := server.Serve(ctx, cfg); err != nil {
 		return errors.New(strings.TrimPrefix(err.Error(), "vmgate: "))
 	}
 	log.Info("vmgate stopped")

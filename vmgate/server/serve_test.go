@@ -1,4 +1,4 @@
-package gated
+package server
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/vmspool/vmspool/spool"
 	"github.com/vmspool/vmspool/vmgate"
+	"github.com/vmspool/vmspool/vmgate/machine"
 )
 
 // newSpool opens the spool whose gate directory is dir (a test's
@@ -61,7 +62,7 @@ type serving struct {
 	done   chan error
 }
 
-func startServe(t *testing.T, cfg ServerConfig) *serving {
+func startServe(t *testing.T, cfg Config) *serving {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	lg := logrus.New()
@@ -99,8 +100,8 @@ func TestServeDecidesAndRuns(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "gate")
 	started := filepath.Join(t.TempDir(), "started")
 	// The fake machine records every script it is fed, then runs it.
-	m := &vmgate.Machine{Command: "tee -a " + started + " | sh -s"}
-	startServe(t, ServerConfig{Spool: newSpool(t, dir), Machine: m})
+	m := &machine.Machine{Command: "tee -a " + started + " | sh -s"}
+	startServe(t, Config{Spool: newSpool(t, dir), Machine: m})
 
 	submit(t, dir, "ok-1", "echo hello from the machine; exit 3\n")
 	submit(t, dir, "bad-1", "cd /mnt/project && git add -A && git status --short\n")
@@ -166,7 +167,7 @@ func TestServeDecidesAndRuns(t *testing.T) {
 
 func TestServeBadNamesGoAside(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "gate")
-	startServe(t, ServerConfig{Spool: newSpool(t, dir)})
+	startServe(t, Config{Spool: newSpool(t, dir)})
 	for _, name := range []string{"bad name.sh", "no-suffix", "-leading.sh"} {
 		if err := os.WriteFile(filepath.Join(dir, InDir, name), []byte("ls"), 0o640); err != nil {
 			t.Fatal(err)
@@ -219,7 +220,7 @@ func TestServeRestart(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, OutDir, "r5.json"), data, 0o640)
 	os.WriteFile(filepath.Join(dir, InDir, "r5.sh"), []byte("git push"), 0o640)
 
-	startServe(t, ServerConfig{Spool: newSpool(t, dir), Poll: 20 * time.Millisecond})
+	startServe(t, Config{Spool: newSpool(t, dir), Poll: 20 * time.Millisecond})
 	waitFile(t, filepath.Join(dir, DoneDir, "r1.sh"))
 	var got VerdictFile
 	json.Unmarshal(waitFile(t, filepath.Join(dir, OutDir, "r1.json")), &got)
@@ -253,7 +254,7 @@ func TestServeRestart(t *testing.T) {
 
 func TestServeStopsRunsOnShutdown(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "gate")
-	s := startServe(t, ServerConfig{Spool: newSpool(t, dir), Machine: &vmgate.Machine{Command: "sh -s"}, Grace: 100 * time.Millisecond})
+	s := startServe(t, Config{Spool: newSpool(t, dir), Machine: &machine.Machine{Command: "sh -s"}, Grace: 100 * time.Millisecond})
 	// The script says when the machine runs it: shutdown must stop a run
 	// under way, not one still to start.
 	running := filepath.Join(t.TempDir(), "running")

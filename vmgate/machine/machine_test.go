@@ -1,4 +1,4 @@
-package vmgate
+package machine
 
 import (
 	"bytes"

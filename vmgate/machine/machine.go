@@ -1,4 +1,9 @@
-package vmgate
+// Package machine runs a script the gate allowed: `vmgate run` and the
+// gate's daemon (package server) hand it one. It is apart from package
+// vmgate, as mvdan.cc/sh runs shell in interp apart from parsing it in
+// syntax: the decision touches nothing, this package starts processes.
+// It decides nothing: it must only ever be handed an allowed script.
+package machine
 
 import (
 	"context"

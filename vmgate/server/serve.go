@@ -1,11 +1,12 @@
-// Package gated is the script gate as a daemon over $SPOOL_DIR/gate/: the
-// agent's side writes a request (a script) into gate/in/, and the daemon
-// writes the verdict into gate/out/ before anything happens, then, with a
-// machine configured, runs an allowed script there and records its end.
-// The decision itself is package vmgate's; this package only moves files,
-// and only through package spool, which holds each gate directory open
-// from the start (docs/gate.md, "serve").
-package gated
+// Package server is the script gate as a daemon over $SPOOL_DIR/gate/,
+// the one `vmgate serve` runs: the agent's side writes a request (a
+// script) into gate/in/, and the daemon writes the verdict into gate/out/
+// before anything happens, then, with a machine configured, runs an
+// allowed script there (package machine) and records its end. The
+// decision itself is package vmgate's, which touches no file; this
+// package only moves files, and only through package spool, which holds
+// each gate directory open from the start (docs/gate.md, "serve").
+package server
 
 import (
 	"context"
@@ -25,6 +26,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/vmspool/vmspool/spool"
 	"github.com/vmspool/vmspool/vmgate"
+	"github.com/vmspool/vmspool/vmgate/machine"
 )
 
 // The serve layout under $SPOOL_DIR/gate/ (docs/gate.md):
@@ -52,12 +54,12 @@ type Metrics interface {
 	RequestError()
 }
 
-// ServerConfig configures Serve. The library reads no flags or
+// Config configures Serve. The library reads no flags or
 // environment: cmd/vmgate builds this from its flags.
-type ServerConfig struct {
-	Spool    *spool.Spool    // the tree; the server works in its gate/
-	Gate     *vmgate.Gate    // nil: the default gate
-	Machine  *vmgate.Machine // nil: decide only
+type Config struct {
+	Spool    *spool.Spool     // the tree; the server works in its gate/
+	Gate     *vmgate.Gate     // nil: the default gate
+	Machine  *machine.Machine // nil: decide only
 	Log      *logrus.Logger
 	Poll     time.Duration   // > 0: poll at this interval instead of inotify (NFS, FUSE)
 	Rescan   time.Duration   // the safety net's rescan of in/ (default 1m)
@@ -89,7 +91,7 @@ type ExitFile struct {
 }
 
 type server struct {
-	cfg ServerConfig
+	cfg Config
 	// dirs are the gate's four directories, each opened once at start by
 	// package spool, without following a symlink: every read, write,
 	// rename and mode change goes through these handles, so that a
@@ -105,7 +107,7 @@ type server struct {
 // Serve runs the gate over cfg.Dir until ctx is done. It creates the
 // directories it needs (in/ 0770 so a group may write requests; the others
 // 0750) and returns an error only if it cannot start.
-func Serve(ctx context.Context, cfg ServerConfig) error {
+func Serve(ctx context.Context, cfg Config) error {
 	if cfg.Spool == nil {
 		return errors.New("vmgate: no spool")
 	}
@@ -142,7 +144,7 @@ func Serve(ctx context.Context, cfg ServerConfig) error {
 }
 
 // fill sets the defaults of what cfg leaves zero.
-func (cfg *ServerConfig) fill() error {
+func (cfg *Config) fill() error {
 	if cfg.Gate == nil {
 		g, err := vmgate.New()
 		if err != nil {
