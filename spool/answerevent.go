@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"syscall"
 )
 
 // AppendAnswer appends the answer event of question ev.ID to the job's
@@ -18,7 +17,10 @@ import (
 // misses an answer whose job has moved on to its next question before
 // spoold read the file). The look and the append are made under the
 // events file's flock, the one every append takes, so that whichever
-// writer comes second finds the first one's line.
+// writer comes second finds the first one's line. A lock held past
+// lockWait (the job's script may flock its own events file) is not waited
+// for any longer: the answer is appended unlocked, and may then be there
+// twice, rather than hang the relay and the run with it.
 //
 // The look reads the whole file, under the lock: an answer is rare, and
 // a job appending meanwhile waits for it (BenchmarkAppendAnswer: tens of
@@ -38,7 +40,7 @@ func (s *Spool) AppendAnswer(job string, ev Event) (Event, bool, error) {
 		return ev, false, fmt.Errorf("job %s: events: %w", job, err)
 	}
 	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+	if _, err := lockBounded(int(f.Fd())); err != nil {
 		return ev, false, fmt.Errorf("job %s: events: lock: %w", job, err)
 	}
 	found, seq, partial, err := findAnswer(f, ev.ID)

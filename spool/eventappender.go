@@ -15,7 +15,9 @@ import (
 // write(2), and returns it with its seq. The seq of an event is its line
 // number, so that lines appended by a shell script without a seq still
 // count: the append holds the file's flock while it counts the lines, so
-// that two appenders cannot take the same number.
+// that two appenders cannot take the same number. It waits for the flock
+// at most lockWait (lock.go): a holder past that is not cooperating, and
+// the line is appended unlocked (readers number lines themselves).
 func (s *Spool) AppendEvent(job string, ev Event) (Event, error) {
 	if err := CheckJobID(job); err != nil {
 		return ev, err
@@ -26,7 +28,7 @@ func (s *Spool) AppendEvent(job string, ev Event) (Event, error) {
 		return ev, fmt.Errorf("job %s: events: %w", job, err)
 	}
 	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+	if _, err := lockBounded(int(f.Fd())); err != nil {
 		return ev, fmt.Errorf("job %s: events: lock: %w", job, err)
 	}
 	n, partial, err := countLinesPartial(f)
@@ -101,10 +103,13 @@ func (a *EventAppender) Append(ev Event) (Event, error) {
 		a.f, a.id, a.end = f, fi, -1
 	}
 	fd := int(a.f.Fd())
-	if err := syscall.Flock(fd, syscall.LOCK_EX); err != nil {
+	locked, err := lockBounded(fd)
+	if err != nil {
 		return ev, fmt.Errorf("job %s: events: lock: %w", a.job, err)
 	}
-	defer syscall.Flock(fd, syscall.LOCK_UN)
+	if locked {
+		defer syscall.Flock(fd, syscall.LOCK_UN)
+	}
 	n, partial, size, err := a.count()
 	if err != nil {
 		a.end = -1

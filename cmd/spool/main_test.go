@@ -62,6 +62,8 @@ func TestRunExitCodes(t *testing.T) {
 		{[]string{}, 2},
 		{[]string{"-h"}, 0},
 		{[]string{"help"}, 0},
+		{[]string{"help", "submit"}, 0},
+		{[]string{"help", "nosuch"}, 2},
 		{[]string{"--version"}, 0},
 		{[]string{"ls"}, 0},
 		{[]string{"ls", "-h"}, 0},

@@ -134,8 +134,17 @@ func (p *Program) Run(args []string, stdio IO) int {
 	case len(args) == 0:
 		fmt.Fprint(stdio.Stderr, p.help())
 		return ExitUsage
-	case args[0] == "help":
+	case args[0] == "help" && len(args) == 1:
 		fmt.Fprint(stdio.Stdout, p.help())
+		return ExitOK
+	case args[0] == "help":
+		// `help COMMAND` is `COMMAND -h`; a name that is no command is
+		// bad input, as it is anywhere else.
+		c := p.lookup(args[1])
+		if c == nil || len(args) > 2 {
+			return Report(stdio.Stderr, p.Name, p.usagef(nil, "help: want one COMMAND, got %q", strings.Join(args[1:], " ")))
+		}
+		fmt.Fprint(stdio.Stdout, p.commandHelp(c, p.flagSetFor(c)))
 		return ExitOK
 	case args[0] == "version":
 		fmt.Fprintln(stdio.Stdout, Version(p.Name))

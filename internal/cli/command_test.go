@@ -46,6 +46,9 @@ func TestProgramRun(t *testing.T) {
 	}{
 		{[]string{"-h"}, 0, "Commands:\n  echo  Say the operands.\n  fail  Fail with a code.\n", "", ""},
 		{[]string{"help"}, 0, "usage: x [--spool DIR] COMMAND\n\nA test program.\n", "", ""},
+		{[]string{"help", "echo"}, 0, "usage: x echo [--n N] ARGS...\n\nSay the operands.\n", "", ""},
+		{[]string{"help", "nope"}, 2, "", "x: help: want one COMMAND, got \"nope\" (see 'x -h')\n", ""},
+		{[]string{"help", "echo", "fail"}, 2, "", "x: help: want one COMMAND, got \"echo fail\" (see 'x -h')\n", ""},
 		{[]string{"--version"}, 0, "x ", "", ""},
 		{[]string{"echo", "--version"}, 0, "x ", "", ""},
 		{[]string{"echo", "-h"}, 0, "usage: x echo [--n N] ARGS...\n\nSay the operands.\n\nMore.\n\nFlags:\n", "", ""},
