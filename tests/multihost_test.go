@@ -431,7 +431,7 @@ func TestMultiHostClaimLatency(t *testing.T) {
 				t.Skip("sshfs's defaults are measured with MULTIHOST=full")
 			}
 			c.t = t
-			h := c.spooldHost("lat-"+tc.name, "h1", []string{"VMSP_SSHFS_OPTS=" + tc.opts}, "--poll", "200ms", "--lease", "6s", "--kill-grace", "1s", "--metrics-file", "off")
+			h := c.spooldHost("lat-"+tc.name, "h1", []string{"VMSP_SSHFS_OPTS=" + tc.opts}, "--poll", "200ms", "--lease", "6s", "--kill-grace", "500ms", "--metrics-file", "off")
 			defer h.kill()
 			// The first job warms the mount (its directory is read once).
 			var waits []time.Duration
@@ -836,7 +836,7 @@ func mhHostJobs(h *mhHost) int {
 // the watchers started, and neither takes it for the second run's end.
 func TestMultiHostWatchers(t *testing.T) {
 	c := mhStart(t, "sshfs")
-	c.spooldHost("a", "h1", nil, "--poll", "200ms", "--lease", "6s", "--kill-grace", "1s", "--metrics-file", "off")
+	c.spooldHost("a", "h1", nil, "--poll", "200ms", "--lease", "6s", "--kill-grace", "500ms", "--metrics-file", "off")
 	first := c.serverSubmit("w", "sh", "-c", "spool say first-1; spool say first-2")
 	s, err := spool.Open(c.spool)
 	if err != nil {
@@ -938,7 +938,7 @@ func TestMultiHostRefusesUnsafe(t *testing.T) {
 		want string
 	}{
 		{"no poll", []string{"--lease", "30s"}, "only --poll guards a chat's run across hosts"},
-		{"short lease", []string{"--poll", "1s", "--lease", "6s", "--kill-grace", "5s"}, "want --lease above 12s"},
+		{"short lease", []string{"--poll", "1s", "--lease", "6s", "--kill-grace", "5s"}, "want --lease of at least 14.7s"},
 	} {
 		h := c.host("refused-"+strings.ReplaceAll(tc.name, " ", "-"), "h1", nil,
 			append([]string{"sh", "-c", `spoold --spool "$SPOOL" --metrics-file off "$@"; echo "spoold exit $?"`, "spoold"}, tc.args...)...)
