@@ -863,6 +863,13 @@ func (r *run) end(st spool.State, exit *int, errText string) {
 		if err == nil {
 			break
 		}
+		if errors.Is(err, spool.ErrLeaseLost) && r.fenced() {
+			// The spool stopped answering for half the lease: the lease
+			// records the ending if its first step was made, and whoever
+			// recovers the job finishes it.
+			r.log.Warn("fenced while the end was written: writing nothing more; the recovery finishes the end")
+			return
+		}
 		if errors.Is(err, spool.ErrLeaseLost) {
 			// Taken over while the end was on its way (the filesystem
 			// stopped answering), and a result written late taken
