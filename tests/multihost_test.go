@@ -321,10 +321,11 @@ type mhRun struct {
 	died            time.Time // zero where not watched, or still alive
 }
 
-// end is when the run was last alive: its death where it was watched,
-// else its last record (which may be up to a tick, 50 ms, earlier).
+// end is when the run was last alive: its death where it was watched
+// (never before its last record), else its last record (which may be up
+// to a tick, 50 ms, earlier).
 func (r *mhRun) end() time.Time {
-	if !r.died.IsZero() {
+	if r.died.After(r.last) {
 		return r.died
 	}
 	return r.last
