@@ -113,11 +113,26 @@ type beat struct {
 
 // startBeat heartbeats the run's lease every beatEvery and fences it, the
 // lease's age counted from claimed (when the claim began) until a
-// heartbeat succeeds. stop ends both goroutines without waiting for a
-// heartbeat blocked on a hung filesystem.
+// heartbeat succeeds. A claim that took past the fence's wait (its calls
+// hung) is fenced before this returns: nothing of it starts, nothing more
+// is written. stop ends both goroutines without waiting for a heartbeat
+// blocked on a hung filesystem.
 func (r *run) startBeat(claimed time.Time) *beat {
 	d := r.d
 	b := &beat{base: claimed, lost: make(chan struct{}), fence: make(chan string, 1), done: make(chan struct{})}
+	age := func() time.Duration { return time.Since(b.base) - time.Duration(b.last.Load()) }
+	fire := func(since time.Duration) {
+		b.fenced.Store(true)
+		why := fmt.Sprintf("no heartbeat for %v (the spool does not answer): the job is ended before its lease can expire elsewhere", since.Round(time.Millisecond))
+		r.log.Warn(why)
+		d.cfg.Metrics.LeaseLost()
+		r.signal(syscall.SIGTERM)
+		b.fence <- why
+	}
+	if a := age(); a >= fenceAfter(d.cfg.Lease) {
+		fire(a)
+		return b
+	}
 	lease := *r.lease // the fields Heartbeat compares never change during the run
 	go func() {       // the heartbeat
 		t := time.NewTicker(beatEvery(d.cfg.Lease))
@@ -159,22 +174,15 @@ func (r *run) startBeat(claimed time.Time) *beat {
 				return
 			case <-t.C:
 			}
-			since := time.Since(b.base) - time.Duration(b.last.Load())
-			if since < fenceAfter(d.cfg.Lease) {
-				continue
+			if a := age(); a >= fenceAfter(d.cfg.Lease) {
+				fire(a)
+				break
 			}
-			b.fenced.Store(true)
-			why := fmt.Sprintf("no heartbeat for %v (the spool does not answer): the job is ended before its lease can expire elsewhere", since.Round(time.Millisecond))
-			r.log.Warn(why)
-			d.cfg.Metrics.LeaseLost()
-			r.signal(syscall.SIGTERM)
-			b.fence <- why
-			select {
-			case <-b.done:
-			case <-time.After(d.cfg.KillGrace):
-				r.signal(syscall.SIGKILL)
-			}
-			return
+		}
+		select {
+		case <-b.done:
+		case <-time.After(d.cfg.KillGrace):
+			r.signal(syscall.SIGKILL)
 		}
 	}()
 	return b

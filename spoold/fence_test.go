@@ -1,6 +1,8 @@
 package spoold
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -108,4 +110,68 @@ func earliestTakeover(lease, poll, stale, skew time.Duration) time.Duration {
 		earliest = min(earliest, at)
 	}
 	return earliest
+}
+
+// A claim whose calls hung past the fence's wait (a host cut off while it
+// claimed, its calls carried out when the link healed, another host may
+// have taken the job over meanwhile) starts nothing and writes nothing:
+// the job is whoever recovers its lease's. The same claim made in time
+// runs.
+func TestFencedClaimStartsNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		took time.Duration // how long the claim took
+		runs bool
+	}{
+		{"in time", 0, true},
+		{"past the fence", fenceAfter(30 * time.Second), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, s := newTestDaemon(t) // --lease 30s
+			ran := filepath.Join(t.TempDir(), "ran")
+			job, err := s.Submit(&spool.Spec{Chat: "c", Argv: []string{"touch", ran}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sp, err := s.ReadSpec(job)
+			if err != nil {
+				t.Fatal(err)
+			}
+			chatLock, ok, err := s.LockChat("c")
+			if err != nil || !ok {
+				t.Fatalf("chat lock: %v, %v", ok, err)
+			}
+			defer chatLock.Close()
+			claimed := time.Now().Add(-tc.took)
+			l, prev, err := s.Claim(job, d.lease("c"))
+			if err != nil || l == nil {
+				t.Fatalf("claim: %v, %v", l, err)
+			}
+			lease, _ := os.ReadFile(s.Path(job + spool.ExtRunning))
+			d.execute(sp, l, prev, chatLock, claimed)
+			_, err = os.Stat(ran)
+			if ran := err == nil; ran != tc.runs {
+				t.Fatalf("the job ran: %v; want %v", ran, tc.runs)
+			}
+			st, _ := s.State(job)
+			if tc.runs {
+				if st != spool.Done {
+					t.Errorf("state %s; want done", st)
+				}
+				return
+			}
+			if st != spool.Running {
+				t.Errorf("state %s; want still running, its lease left to the recovery", st)
+			}
+			if now, _ := os.ReadFile(s.Path(job + spool.ExtRunning)); string(now) != string(lease) {
+				t.Errorf("the lease was rewritten: %s; the claim left %s", now, lease)
+			}
+			if b, err := os.ReadFile(s.Path(job + spool.ExtEvents)); err == nil && len(b) > 0 {
+				t.Errorf("events written: %s", b)
+			}
+			if p, err := s.ReadProgress("c"); err == nil && p.Job == job {
+				t.Errorf("the chat's progress written: %+v", p)
+			}
+		})
+	}
 }
