@@ -94,7 +94,7 @@ type server struct {
 	// package spool, without following a symlink: every read, write,
 	// rename and mode change goes through these handles, so that a
 	// symlink planted in gate/ or swapped in later leads nowhere.
-	dirs    map[string]*spool.Dir
+	dirs    map[string]*spool.Subdir
 	log     *logrus.Logger
 	runs    sync.WaitGroup
 	slots   chan struct{}
@@ -448,20 +448,20 @@ var gateDirs = []struct {
 
 // openGateDirs opens gate/ and its directories through the spool (made
 // where missing, a symlink refused, modes set through descriptors).
-func openGateDirs(s *spool.Spool) (map[string]*spool.Dir, error) {
-	dirs := make(map[string]*spool.Dir)
+func openGateDirs(s *spool.Spool) (map[string]*spool.Subdir, error) {
+	dirs := make(map[string]*spool.Subdir)
 	closeAll := func() {
 		for _, d := range dirs {
 			d.Close()
 		}
 	}
-	gate, err := s.OpenDir(spool.GateDir, 0o750)
+	gate, err := s.OpenSubdir(spool.GateDir, 0o750)
 	if err != nil {
 		return nil, fmt.Errorf("vmgate: gate directory: %w", err)
 	}
 	gate.Close()
 	for _, d := range gateDirs {
-		sub, err := s.OpenDir(spool.GateDir+"/"+d.name, d.mode)
+		sub, err := s.OpenSubdir(spool.GateDir+"/"+d.name, d.mode)
 		if err != nil {
 			closeAll()
 			return nil, fmt.Errorf("vmgate: gate directory: %w", err)

@@ -158,9 +158,20 @@ func TestManPages(t *testing.T) {
 		"watchd": {"follow", "serve"},
 		"vmgate": {"check", "run", "serve"},
 	}
+	// Each page's summary is its command's Short, the line after the
+	// synopsis of its -h (watchd's once said what `follow` does).
+	wantWhatis := map[string]string{
+		"spool":  "the shell's view of the job spool",
+		"spoold": "runs the spool's queue until SIGTERM or SIGINT",
+		"watchd": "relays the progress of a chat's run, to a terminal or over HTTP",
+		"vmgate": "refuses git writes in scripts before they reach the machine",
+	}
 	flagName := regexp.MustCompile(`(?m)^  (-[a-z][a-z0-9-]*)`)
 	for _, c := range commands {
 		page := string(pages[c])
+		if want := ".SH NAME\n" + esc(c) + ` \- ` + esc(wantWhatis[c]) + "\n"; !strings.Contains(page, want) {
+			t.Errorf("%s(1): no NAME line %q", c, want)
+		}
 		subs := regexp.MustCompile(`(?m)^\.SS `+c+` (\S+)$`).FindAllStringSubmatch(page, -1)
 		got := map[string]bool{}
 		var all []string

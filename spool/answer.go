@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"strings"
-	"syscall"
 )
 
 // Names inside chats/<chat>/.
@@ -202,22 +200,6 @@ type answerError struct {
 
 func (e *answerError) Error() string { return e.msg }
 func (e *answerError) Unwrap() error { return e.kind }
-
-// lockDir takes an exclusive flock of dir itself (never of a name in it:
-// chats/<chat>/lock is the running daemon's) and returns its release. A
-// filesystem without flock leaves it unlocked: the lock narrows a race,
-// it is not what makes an answer valid.
-func lockDir(dir *os.Root) (unlock func()) {
-	f, err := openDir(dir, ".")
-	if err != nil {
-		return func() {}
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		return func() {}
-	}
-	return func() { f.Close() }
-}
 
 // flat is s with its runs of white space, newlines included, made one
 // space, for a message of one line.

@@ -132,7 +132,7 @@ func (s *Spool) checkBatch(specs []*Spec, now time.Time) ([][]byte, error) {
 			return nil, fmt.Errorf("spec %d: job %s: already exists (%s)", i+1, sp.ID, s.Path(n))
 		}
 	}
-	if err := s.Floor.Check(s.Dir); err != nil {
+	if err := s.Floor.Check(s.RootPath); err != nil {
 		return nil, err
 	}
 	docs := make([][]byte, len(specs))

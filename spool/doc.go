@@ -2,9 +2,11 @@
 // documents and the renames that move a job from one state to the next.
 //
 // Everything a daemon or a shell script needs to agree on lives here, and
-// nothing else does: the package runs no job, watches no directory and keeps
-// no state of its own between calls. Two processes that use it, or one that
-// uses it and a person with mv(1), coordinate only through the tree.
+// nothing else does: the package runs no job, and keeps nothing between
+// calls that the tree does not say (what it holds open, a Watch of a
+// directory or a Subdir a daemon works in, is a handle, not a state). Two
+// processes that use it, or one that uses it and a person with mv(1),
+// coordinate only through the tree.
 //
 // What it guarantees: a document is never seen half-written (it is written
 // to a dot-named temporary in its own directory and renamed over its name);

@@ -443,6 +443,5 @@ func (s *Spool) readDirNames(dir string) ([]string, error) {
 	return names, err
 }
 
-func oneLine(err error) string {
-	return strings.Join(strings.Fields(err.Error()), " ")
-}
+// oneLine is err's message on one line, for a finding or a .why.
+func oneLine(err error) string { return flat(err.Error()) }

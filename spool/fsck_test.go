@@ -174,12 +174,12 @@ func TestFsckFindsAndFixes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := testSpool(t)
 			tc.setup(t, s)
-			before := tree(t, s.Dir)
+			before := tree(t, s.RootPath)
 			found, err := s.Fsck(FsckOptions{Host: "h"})
 			if err != nil || len(found) != 1 || found[0].Kind != tc.kind {
 				t.Fatalf("found %q, %v; want one %s", kinds(found), err, tc.kind)
 			}
-			if after := tree(t, s.Dir); strings.Join(before, " ") != strings.Join(after, " ") {
+			if after := tree(t, s.RootPath); strings.Join(before, " ") != strings.Join(after, " ") {
 				t.Fatalf("fsck without --fix changed the tree: %v -> %v", before, after)
 			}
 			if strings.Contains(found[0].String(), "\n") {

@@ -1,11 +1,12 @@
 package spool
 
 import (
-	"bufio"
 	"fmt"
-	"os"
 	"strings"
 	"syscall"
+
+	"github.com/vmspool/vmspool/internal/mountinfo"
+	"golang.org/x/sys/unix"
 )
 
 // Filesystem is what the kernel says of the filesystem a spool is on: its
@@ -37,55 +38,39 @@ func (f Filesystem) Option(name string) (string, bool) {
 func (s *Spool) Filesystem() (Filesystem, error) {
 	fi, err := s.root.Stat(".")
 	if err != nil {
-		return Filesystem{}, fmt.Errorf("spool %s: %w", s.Dir, err)
+		return Filesystem{}, fmt.Errorf("spool %s: %w", s.RootPath, err)
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
-		return Filesystem{}, fmt.Errorf("spool %s: no device number", s.Dir)
+		return Filesystem{}, fmt.Errorf("spool %s: no device number", s.RootPath)
 	}
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return Filesystem{}, fmt.Errorf("spool %s: its filesystem: %w", s.Dir, err)
-	}
-	defer f.Close()
-	dev := fmt.Sprintf("%d:%d", unixMajor(st.Dev), unixMinor(st.Dev))
+	dev := fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev))
 	var found Filesystem
 	ok = false
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
-	for sc.Scan() {
-		if fs, match := mountinfoLine(sc.Text(), dev); match {
+	err = mountinfo.ScanSelf(func(m mountinfo.Mount) bool {
+		if fs, match := filesystemOf(m, dev); match {
 			found, ok = fs, true
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return Filesystem{}, fmt.Errorf("spool %s: reading /proc/self/mountinfo: %w", s.Dir, err)
+		return true
+	})
+	if err != nil {
+		return Filesystem{}, fmt.Errorf("spool %s: its filesystem: %w", s.RootPath, err)
 	}
 	if !ok {
-		return Filesystem{}, fmt.Errorf("spool %s: device %s is not in /proc/self/mountinfo", s.Dir, dev)
+		return Filesystem{}, fmt.Errorf("spool %s: device %s is not in %s", s.RootPath, dev, mountinfo.Path)
 	}
 	return found, nil
 }
 
-// mountinfoLine parses one line of /proc/self/mountinfo
-// ("36 35 98:0 / /mnt rw,noatime shared:1 - ext3 /dev/root rw,errors=continue")
-// if its device is dev.
-func mountinfoLine(line, dev string) (Filesystem, bool) {
-	f := strings.Fields(line)
-	if len(f) < 7 || f[2] != dev {
+// filesystemOf is the Filesystem of a mount if its device is dev: its
+// type, and its per-mount options and the filesystem's own joined.
+func filesystemOf(m mountinfo.Mount, dev string) (Filesystem, bool) {
+	if m.Dev != dev {
 		return Filesystem{}, false
 	}
-	for i := 6; i+1 < len(f); i++ {
-		if f[i] == "-" {
-			opts := f[5]
-			if i+3 < len(f) {
-				opts += "," + f[i+3]
-			}
-			return Filesystem{Type: f[i+1], Options: opts}, true
-		}
+	opts := m.Options
+	if m.SuperOptions != "" {
+		opts += "," + m.SuperOptions
 	}
-	return Filesystem{}, false
+	return Filesystem{Type: m.Type, Options: opts}, true
 }
-
-func unixMajor(dev uint64) uint64 { return (dev>>8)&0xfff | (dev>>32)&^0xfff }
-func unixMinor(dev uint64) uint64 { return dev&0xff | (dev>>12)&^0xff }

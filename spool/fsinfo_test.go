@@ -1,12 +1,12 @@
 package spool
 
 import (
-	"math"
-	"syscall"
 	"testing"
+
+	"github.com/vmspool/vmspool/internal/mountinfo"
 )
 
-func TestMountinfoLine(t *testing.T) {
+func TestFilesystemOf(t *testing.T) {
 	for _, tc := range []struct {
 		line, dev string
 		want      Filesystem
@@ -21,9 +21,10 @@ func TestMountinfoLine(t *testing.T) {
 		{"36 35 98:0 / /mnt rw - ext3 /dev/root rw", "98:1", Filesystem{}, false},
 		{"garbage", "98:0", Filesystem{}, false},
 	} {
-		got, ok := mountinfoLine(tc.line, tc.dev)
+		m, _ := mountinfo.Parse(tc.line)
+		got, ok := filesystemOf(m, tc.dev)
 		if ok != tc.match || got != tc.want {
-			t.Errorf("mountinfoLine(%q, %s) = %+v, %v; want %+v, %v", tc.line, tc.dev, got, ok, tc.want, tc.match)
+			t.Errorf("filesystemOf(%q, %s) = %+v, %v; want %+v, %v", tc.line, tc.dev, got, ok, tc.want, tc.match)
 		}
 	}
 	fs := Filesystem{Options: "rw,vers=4.2,acregmax=5,noac"}
@@ -38,17 +39,15 @@ func TestMountinfoLine(t *testing.T) {
 	}
 }
 
-// CephFS says its free inodes are the largest number: no floor on inodes
-// there, rather than "-1 inodes free".
-func TestSpaceOfUnlimitedInodes(t *testing.T) {
-	sp := spaceOf(&syscall.Statfs_t{Bsize: 4096, Bavail: 10, Blocks: 20, Ffree: math.MaxUint64, Files: 5})
-	if sp.Inodes != 0 || sp.FreeInodes != 0 || sp.Free != 40960 {
-		t.Errorf("spaceOf = %+v; want no inodes judged, 40960 bytes free", sp)
+// A spool's own filesystem is found in this process's mountinfo, by the
+// device its root is on.
+func TestFilesystem(t *testing.T) {
+	s := testSpool(t)
+	fs, err := s.Filesystem()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if err := DefaultFloor.Below("d", Space{Free: 1 << 40, Size: 1 << 41}); err != nil {
-		t.Errorf("a filesystem with no inode count: %v", err)
-	}
-	if err := DefaultFloor.Below("d", spaceOf(&syscall.Statfs_t{Bsize: 4096, Bavail: 1 << 30, Blocks: 1 << 31, Ffree: 10, Files: 1 << 20})); err == nil {
-		t.Error("10 inodes free passed the floor")
+	if fs.Type == "" || fs.Options == "" {
+		t.Errorf("Filesystem() = %+v; want a type and options", fs)
 	}
 }

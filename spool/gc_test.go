@@ -54,12 +54,12 @@ func TestGC(t *testing.T) {
 	old(t, s, "half.log", 8*24*time.Hour)
 	writeRaw(t, s, "fresh.events", "x\n")
 
-	before := tree(t, s.Dir)
+	before := tree(t, s.RootPath)
 	var dry []string
 	if err := s.GC(GCOptions{DryRun: true}, func(n string) { dry = append(dry, n) }); err != nil {
 		t.Fatal(err)
 	}
-	if after := tree(t, s.Dir); strings.Join(before, " ") != strings.Join(after, " ") {
+	if after := tree(t, s.RootPath); strings.Join(before, " ") != strings.Join(after, " ") {
 		t.Fatal("--dry-run changed the tree")
 	}
 	var removed []string

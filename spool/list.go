@@ -227,7 +227,7 @@ func (s *Spool) scanNames(seen func(name, job, ext string)) error {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("spool %s: %w", s.Dir, err)
+			return fmt.Errorf("spool %s: %w", s.RootPath, err)
 		}
 	}
 }

@@ -18,53 +18,6 @@ const (
 	ExtLog       = ".log"
 )
 
-// State is a job's state as the tree shows it.
-type State string
-
-// The states of a job. New is a spec whose marker has not appeared yet
-// (a submit under way, or a hand submission that stopped half-way).
-const (
-	New       State = "new"
-	Queued    State = "queued"
-	Running   State = "running"
-	Done      State = "done"
-	Failed    State = "failed"
-	Cancelled State = "cancelled"
-	// Waiting is a progress state only: a running job that asked a question.
-	Waiting State = "waiting"
-)
-
-// Final reports whether st is one of the three ended states.
-func (st State) Final() bool { return st == Done || st == Failed || st == Cancelled }
-
-// Ext returns the suffix of the file that holds a job in state st, or "".
-func (st State) Ext() string {
-	switch st {
-	case New:
-		return ExtSpec
-	case Queued:
-		return ExtReady
-	case Running:
-		return ExtRunning
-	case Done:
-		return ExtDone
-	case Failed:
-		return ExtFailed
-	case Cancelled:
-		return ExtCancelled
-	}
-	return ""
-}
-
-// ParseState reads a state name as written by `spool ls --state`.
-func ParseState(s string) (State, bool) {
-	switch st := State(s); st {
-	case New, Queued, Running, Done, Failed, Cancelled:
-		return st, true
-	}
-	return "", false
-}
-
 // stateExts are the names whose existence is a job's state: an id that has
 // any of them is taken (takenBy).
 var stateExts = []string{ExtSpec, ExtReady, ExtRunning, ExtDone, ExtFailed, ExtCancelled}

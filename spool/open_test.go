@@ -32,11 +32,10 @@ func TestOneOpen(t *testing.T) {
 		"writeAt":       "the atomic write by descriptor (internal/atomicfile): a new temporary, O_CREAT|O_EXCL|O_NOFOLLOW",
 		"Open":          "os.OpenRoot of the spool's own path, given by the operator",
 		"subRoot":       "a directory of the tree as an os.Root, lstat'd first",
-		"OpenDir":       "a directory of the tree as an os.Root, checked the same as the handle opened",
+		"OpenSubdir":    "a directory of the tree as an os.Root, checked the same as the handle opened",
 		"urandom":       "/dev/urandom",
 		"ProcessStart":  "/proc/PID/stat",
 		"BootID":        "/proc/sys/kernel/random/boot_id",
-		"Filesystem":    "/proc/self/mountinfo",
 		"checkAbove":    "O_PATH handles of the directories above the spool, which open nothing to read or write",
 	}
 	fset := token.NewFileSet()

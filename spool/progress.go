@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
 	"unicode/utf8"
 )
 
@@ -308,3 +309,63 @@ func (t *eventTail) UnmarshalJSON(b []byte) error {
 
 // ProgressPath returns the name of progress/<chat> in the tree.
 func ProgressPath(chat string) string { return ProgressDir + "/" + chat }
+
+// inProgressDir calls fn with the descriptor of progress/ (created if
+// missing), refusing a symlink in its place. The directory is kept open
+// between calls and costs one lstat when nothing changed: it is reopened
+// when progress/ is another inode than the one held (replaced, or a
+// symlink planted), and after fn fails with it.
+func (s *Spool) inProgressDir(fn func(dirfd int) error) error {
+	fi, err := s.root.Lstat(ProgressDir)
+	if err == nil {
+		s.pmu.RLock()
+		if s.prog != nil && os.SameFile(fi, s.progID) {
+			err = fn(int(s.prog.Fd()))
+			held := s.prog
+			s.pmu.RUnlock()
+			if err != nil {
+				s.dropProgressDir(held)
+			}
+			return err
+		}
+		s.pmu.RUnlock()
+	}
+	if err := s.mkdir(ProgressDir); err != nil {
+		return err
+	}
+	// O_DIRECTORY|O_NOFOLLOW: a symlink planted at progress/ is refused.
+	dir, err := openDir(s.root, ProgressDir)
+	if err != nil {
+		return fmt.Errorf("%s: %w (want a directory)", s.Path(ProgressDir), err)
+	}
+	id, err := dir.Stat()
+	if err != nil {
+		dir.Close()
+		return err
+	}
+	if err := fn(int(dir.Fd())); err != nil {
+		dir.Close()
+		return err
+	}
+	s.pmu.Lock()
+	old := s.prog
+	s.prog, s.progID = dir, id
+	s.pmu.Unlock()
+	if old != nil {
+		// No reader holds it: they hold pmu for reading while they use it,
+		// and it was replaced under the write lock.
+		old.Close()
+	}
+	return nil
+}
+
+// dropProgressDir forgets the held progress/ if it is still held, so that
+// the next call opens it afresh.
+func (s *Spool) dropProgressDir(held *os.File) {
+	s.pmu.Lock()
+	if s.prog == held {
+		s.prog.Close()
+		s.prog, s.progID = nil, nil
+	}
+	s.pmu.Unlock()
+}

@@ -84,7 +84,7 @@ func (a ServeAccess) SocketMode() os.FileMode {
 func (s *Spool) ServeAccess() (ServeAccess, error) {
 	fi, err := s.root.Stat(".")
 	if err != nil {
-		return ServeAccess{}, fmt.Errorf("spool %s: %w", s.Dir, err)
+		return ServeAccess{}, fmt.Errorf("spool %s: %w", s.RootPath, err)
 	}
 	a := ServeAccess{Uid: -1, Gid: -1, Group: fi.Mode().Perm()&0o050 == 0o050}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {

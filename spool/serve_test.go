@@ -55,7 +55,7 @@ func TestServeToken(t *testing.T) {
 
 func TestServeAccessFollowsTheRoot(t *testing.T) {
 	s := testSpool(t)
-	os.Chmod(s.Dir, 0o700)
+	os.Chmod(s.RootPath, 0o700)
 	if _, _, err := s.ServeToken(os.Geteuid()); err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestServeTokenArrivesWhole(t *testing.T) {
 		errs := make([]error, 3)
 		created := make([]bool, 3)
 		for i := range toks {
-			o, err := Open(s.Dir)
+			o, err := Open(s.RootPath)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -129,7 +129,7 @@ func TestNewJobIDRandom(t *testing.T) {
 	}
 }
 
-func TestResolveDir(t *testing.T) {
+func TestLocate(t *testing.T) {
 	env := func(kv ...string) func(string) string {
 		m := map[string]string{}
 		for i := 0; i < len(kv); i += 2 {
@@ -150,8 +150,8 @@ func TestResolveDir(t *testing.T) {
 		{"XDG", "", env("XDG_STATE_HOME", "/x", "HOME", "/h"), 1000, "/x/vmspool"},
 		{"HOME", "", env("HOME", "/h"), 1000, "/h/.local/state/vmspool"},
 	} {
-		if got := ResolveDir(tc.flag, tc.env, tc.uid); got != tc.want {
-			t.Errorf("%s: ResolveDir = %q, want %q", tc.name, got, tc.want)
+		if got := Locate(tc.flag, tc.env, tc.uid); got != tc.want {
+			t.Errorf("%s: Locate = %q, want %q", tc.name, got, tc.want)
 		}
 	}
 }
@@ -275,7 +275,7 @@ func TestModesIgnoreUmask(t *testing.T) {
 			if _, err := s.Quarantine(id+ExtLog, "test"); err != nil {
 				t.Fatal(err)
 			}
-			filepath.WalkDir(s.Dir, func(p string, d fs.DirEntry, err error) error {
+			filepath.WalkDir(s.RootPath, func(p string, d fs.DirEntry, err error) error {
 				fi, _ := os.Lstat(p)
 				want := FileMode
 				if fi.IsDir() {
@@ -354,13 +354,13 @@ func TestSubmitBadSpecLeavesNothing(t *testing.T) {
 	} {
 		s := testSpool(t)
 		writeRaw(t, s, "progress/c", "{}")
-		before := tree(t, s.Dir)
+		before := tree(t, s.RootPath)
 		if _, err := s.Submit(&tc.sp); err == nil {
 			t.Errorf("%s: Submit: no error", tc.name)
 		} else if strings.Contains(err.Error(), "\n") {
 			t.Errorf("%s: error of more than one line: %q", tc.name, err)
 		}
-		if after := tree(t, s.Dir); strings.Join(before, " ") != strings.Join(after, " ") {
+		if after := tree(t, s.RootPath); strings.Join(before, " ") != strings.Join(after, " ") {
 			t.Errorf("%s: tree changed: %v -> %v", tc.name, before, after)
 		}
 	}

@@ -5,12 +5,58 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"sort"
 )
 
 // ErrNoJob is wrapped when no file of the job exists.
 var ErrNoJob = errors.New("no such job")
+
+// State is a job's state as the tree shows it.
+type State string
+
+// The states of a job. New is a spec whose marker has not appeared yet
+// (a submit under way, or a hand submission that stopped half-way).
+const (
+	New       State = "new"
+	Queued    State = "queued"
+	Running   State = "running"
+	Done      State = "done"
+	Failed    State = "failed"
+	Cancelled State = "cancelled"
+	// Waiting is a progress state only: a running job that asked a question.
+	Waiting State = "waiting"
+)
+
+// Final reports whether st is one of the three ended states.
+func (st State) Final() bool { return st == Done || st == Failed || st == Cancelled }
+
+// Ext returns the suffix of the file that holds a job in state st, or "".
+func (st State) Ext() string {
+	switch st {
+	case New:
+		return ExtSpec
+	case Queued:
+		return ExtReady
+	case Running:
+		return ExtRunning
+	case Done:
+		return ExtDone
+	case Failed:
+		return ExtFailed
+	case Cancelled:
+		return ExtCancelled
+	}
+	return ""
+}
+
+// ParseState reads a state name as written by `spool ls --state`.
+func ParseState(s string) (State, bool) {
+	switch st := State(s); st {
+	case New, Queued, Running, Done, Failed, Cancelled:
+		return st, true
+	}
+	return "", false
+}
 
 // Files records which of a job's names exist in the root.
 type Files uint16
@@ -123,7 +169,7 @@ func (s *Spool) Scan() (jobs map[string]Files, other []string, err error) {
 			break
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("spool %s: %w", s.Dir, err)
+			return nil, nil, fmt.Errorf("spool %s: %w", s.RootPath, err)
 		}
 	}
 	return jobs, other, nil
@@ -139,10 +185,3 @@ func SortedIDs(jobs map[string]Files) []string {
 	sort.Strings(ids)
 	return ids
 }
-
-// Stat returns the info of a name of the root, without following a link.
-func (s *Spool) Stat(name string) (os.FileInfo, error) { return s.root.Lstat(name) }
-
-// Remove removes a name of the tree (never a symlink's target). A missing
-// name is not an error.
-func (s *Spool) Remove(name string) error { return removeName(s.root, name) }

@@ -2,7 +2,6 @@ package spool
 
 import (
 	"github.com/vmspool/vmspool/internal/atomicfile"
-	"golang.org/x/sys/unix"
 )
 
 // takeSpec writes doc to <id>.json only if nothing stands there, in one
@@ -16,11 +15,4 @@ import (
 // the caller's to sync.
 func (s *Spool) takeSpec(id string, doc []byte, opts []atomicfile.Option) error {
 	return writeAt(id+ExtSpec, doc, &s.taking, opts)
-}
-
-// existsAt says whether anything (a link too) stands at name of the
-// directory dirfd: takenBy's question, for a lone submit.
-func existsAt(dirfd int, name string) bool {
-	var st unix.Stat_t
-	return unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil
 }

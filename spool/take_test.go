@@ -23,7 +23,7 @@ func TestSubmitTakesOnce(t *testing.T) {
 		way  atomicfile.Way
 	}{{"renameat2", atomicfile.RenameNoReplace}, {"link", atomicfile.Link}} {
 		t.Run(how.name, func(t *testing.T) {
-			dir := testSpool(t).Dir
+			dir := testSpool(t).RootPath
 			for round := 0; round < 50; round++ {
 				id := fmt.Sprintf("same.%d", round)
 				var wg sync.WaitGroup
@@ -95,7 +95,7 @@ func TestTakeFallback(t *testing.T) {
 	if sp, err := s.ReadSpec("x"); err != nil || sp.Argv[0] != "true" {
 		t.Errorf("the first spec: %v %v", sp, err)
 	}
-	if left, _ := filepath.Glob(filepath.Join(s.Dir, ".*")); len(left) > 0 {
+	if left, _ := filepath.Glob(filepath.Join(s.RootPath, ".*")); len(left) > 0 {
 		t.Errorf("temporaries left: %v", left)
 	}
 }

@@ -53,7 +53,10 @@ var (
 // os.Root, so that no symlink can take a read or a write outside the tree.
 // A Spool is safe for concurrent use.
 type Spool struct {
-	Dir string
+	// RootPath is the host path of the spool's root directory, as it was
+	// opened: for messages, and for what must be named by path (a
+	// filesystem's statfs, a cgroup's name).
+	RootPath string
 	// Floor, if not zero, is the free space below which Submit refuses a
 	// new job (ErrBelowFloor). Set it before the Spool is shared.
 	Floor Floor
@@ -106,7 +109,7 @@ func Open(dir string) (*Spool, error) {
 		r.Close()
 		return nil, fmt.Errorf("spool %s: %w", dir, err)
 	}
-	return &Spool{Dir: dir, root: r, dir: d}, nil
+	return &Spool{RootPath: dir, root: r, dir: d}, nil
 }
 
 // dirfd is the descriptor of the root directory held open.
@@ -152,7 +155,7 @@ func (s *Spool) Close() error {
 
 // Path returns the host path of a name of the tree, for messages and for
 // handing to processes.
-func (s *Spool) Path(name string) string { return filepath.Join(s.Dir, name) }
+func (s *Spool) Path(name string) string { return filepath.Join(s.RootPath, name) }
 
 func (s *Spool) mkdir(name string) error {
 	err := s.root.Mkdir(name, DirMode)
@@ -198,66 +201,6 @@ func (s *Spool) subRoot(dir string, create bool) (*os.Root, error) {
 		return nil, fmt.Errorf("%s: %w (want a directory)", s.Path(dir), ErrNotRegular)
 	}
 	return s.root.OpenRoot(dir)
-}
-
-// inProgressDir calls fn with the descriptor of progress/ (created if
-// missing), refusing a symlink in its place. The directory is kept open
-// between calls and costs one lstat when nothing changed: it is reopened
-// when progress/ is another inode than the one held (replaced, or a
-// symlink planted), and after fn fails with it.
-func (s *Spool) inProgressDir(fn func(dirfd int) error) error {
-	fi, err := s.root.Lstat(ProgressDir)
-	if err == nil {
-		s.pmu.RLock()
-		if s.prog != nil && os.SameFile(fi, s.progID) {
-			err = fn(int(s.prog.Fd()))
-			held := s.prog
-			s.pmu.RUnlock()
-			if err != nil {
-				s.dropProgressDir(held)
-			}
-			return err
-		}
-		s.pmu.RUnlock()
-	}
-	if err := s.mkdir(ProgressDir); err != nil {
-		return err
-	}
-	// O_DIRECTORY|O_NOFOLLOW: a symlink planted at progress/ is refused.
-	dir, err := openDir(s.root, ProgressDir)
-	if err != nil {
-		return fmt.Errorf("%s: %w (want a directory)", s.Path(ProgressDir), err)
-	}
-	id, err := dir.Stat()
-	if err != nil {
-		dir.Close()
-		return err
-	}
-	if err := fn(int(dir.Fd())); err != nil {
-		dir.Close()
-		return err
-	}
-	s.pmu.Lock()
-	old := s.prog
-	s.prog, s.progID = dir, id
-	s.pmu.Unlock()
-	if old != nil {
-		// No reader holds it: they hold pmu for reading while they use it,
-		// and it was replaced under the write lock.
-		old.Close()
-	}
-	return nil
-}
-
-// dropProgressDir forgets the held progress/ if it is still held, so that
-// the next call opens it afresh.
-func (s *Spool) dropProgressDir(held *os.File) {
-	s.pmu.Lock()
-	if s.prog == held {
-		s.prog.Close()
-		s.prog, s.progID = nil, nil
-	}
-	s.pmu.Unlock()
 }
 
 // writeFile replaces name in dir atomically and durably: a reader sees the
@@ -356,3 +299,10 @@ func removeName(dir *os.Root, name string) error {
 	}
 	return nil
 }
+
+// Stat returns the info of a name of the root, without following a link.
+func (s *Spool) Stat(name string) (os.FileInfo, error) { return s.root.Lstat(name) }
+
+// Remove removes a name of the tree (never a symlink's target). A missing
+// name is not an error.
+func (s *Spool) Remove(name string) error { return removeName(s.root, name) }

@@ -71,13 +71,13 @@ func (s *Spool) CheckRootSafe(euid int) error {
 	dfd := s.dirfd()
 	var st unix.Stat_t
 	if err := unix.Fstat(dfd, &st); err != nil {
-		return fmt.Errorf("spool %s: %w", s.Dir, err)
+		return fmt.Errorf("spool %s: %w", s.RootPath, err)
 	}
 	switch {
 	case st.Uid != 0:
-		return fmt.Errorf("spool %s: owned by uid %d, and this daemon runs as root: it would run as root whatever that user queues (run it as the spool's owner, as the packaged unit does, or chown the spool to root)", s.Dir, st.Uid)
+		return fmt.Errorf("spool %s: owned by uid %d, and this daemon runs as root: it would run as root whatever that user queues (run it as the spool's owner, as the packaged unit does, or chown the spool to root)", s.RootPath, st.Uid)
 	case st.Mode&0o022 != 0:
-		return fmt.Errorf("spool %s: mode %04o lets group or others write, and this daemon runs as root: it would run as root whatever they queue (chmod go-w it)", s.Dir, st.Mode&0o7777)
+		return fmt.Errorf("spool %s: mode %04o lets group or others write, and this daemon runs as root: it would run as root whatever they queue (chmod go-w it)", s.RootPath, st.Mode&0o7777)
 	}
 	if err := s.checkAbove(dfd, st); err != nil {
 		return err
@@ -102,42 +102,42 @@ func unsafeDir(st *unix.Stat_t) string {
 func (s *Spool) checkAbove(dfd int, st unix.Stat_t) error {
 	cur, err := unix.Openat(dfd, ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("spool %s: %w", s.Dir, err)
+		return fmt.Errorf("spool %s: %w", s.RootPath, err)
 	}
 	defer func() { unix.Close(cur) }()
 	for depth := 0; depth < 4096; depth++ {
 		up, err := unix.Openat(cur, "..", unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
-			return fmt.Errorf("spool %s: the directory above it: %w", s.Dir, err)
+			return fmt.Errorf("spool %s: the directory above it: %w", s.RootPath, err)
 		}
 		unix.Close(cur)
 		cur = up
 		var ust unix.Stat_t
 		if err := unix.Fstat(up, &ust); err != nil {
-			return fmt.Errorf("spool %s: the directory above it: %w", s.Dir, err)
+			return fmt.Errorf("spool %s: the directory above it: %w", s.RootPath, err)
 		}
 		if ust.Dev == st.Dev && ust.Ino == st.Ino {
 			return nil // "/" is its own parent
 		}
 		if why := unsafeDir(&ust); why != "" {
 			where, _ := os.Readlink("/proc/self/fd/" + strconv.Itoa(up))
-			return fmt.Errorf("spool %s: the directory %s above it is %s, and this daemon runs as root: that user could put another spool in its place (chown root and chmod go-w it, or move the spool)", s.Dir, where, why)
+			return fmt.Errorf("spool %s: the directory %s above it is %s, and this daemon runs as root: that user could put another spool in its place (chown root and chmod go-w it, or move the spool)", s.RootPath, where, why)
 		}
 		st = ust
 	}
-	return fmt.Errorf("spool %s: more than 4096 directories above it", s.Dir)
+	return fmt.Errorf("spool %s: more than 4096 directories above it", s.RootPath)
 }
 
 // checkPath checks every name the spool's path passes through, and that
 // the path leads to the directory held (st).
 func (s *Spool) checkPath(st unix.Stat_t) error {
-	abs, err := filepath.Abs(s.Dir)
+	abs, err := filepath.Abs(s.RootPath)
 	if err != nil {
-		return fmt.Errorf("spool %s: %w", s.Dir, err)
+		return fmt.Errorf("spool %s: %w", s.RootPath, err)
 	}
 	var pst unix.Stat_t
 	if err := unix.Stat(abs, &pst); err != nil || pst.Dev != st.Dev || pst.Ino != st.Ino {
-		return fmt.Errorf("spool %s: the path no longer leads to the directory opened (replaced since)", s.Dir)
+		return fmt.Errorf("spool %s: the path no longer leads to the directory opened (replaced since)", s.RootPath)
 	}
 	p := "/"
 	for _, part := range strings.Split(strings.Trim(abs, "/"), "/") {
@@ -147,10 +147,10 @@ func (s *Spool) checkPath(st unix.Stat_t) error {
 		p = filepath.Join(p, part)
 		var lst unix.Stat_t
 		if err := unix.Lstat(p, &lst); err != nil {
-			return fmt.Errorf("spool %s: %s: %w", s.Dir, p, err)
+			return fmt.Errorf("spool %s: %s: %w", s.RootPath, p, err)
 		}
 		if why := unsafeDir(&lst); why != "" {
-			return fmt.Errorf("spool %s: %s on its path is %s, and this daemon runs as root: that user could turn the path to another spool (chown root and chmod go-w it)", s.Dir, p, why)
+			return fmt.Errorf("spool %s: %s on its path is %s, and this daemon runs as root: that user could turn the path to another spool (chown root and chmod go-w it)", s.RootPath, p, why)
 		}
 	}
 	return nil

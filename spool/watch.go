@@ -212,9 +212,9 @@ func (s *Spool) lstatDir(name string) (fs.FileInfo, error) {
 // Watch starts watching the directories dirs of the tree ("" for the
 // root): see Watch. Close it when done.
 func (s *Spool) Watch(cfg WatchConfig, dirs ...string) (*Watch, error) {
-	base, err := filepath.Abs(s.Dir)
+	base, err := filepath.Abs(s.RootPath)
 	if err != nil {
-		return nil, fmt.Errorf("spool %s: %w", s.Dir, err)
+		return nil, fmt.Errorf("spool %s: %w", s.RootPath, err)
 	}
 	out := make(chan Change)
 	w := &Watch{C: out, s: s, cfg: cfg, base: filepath.Clean(base), out: out,
@@ -225,7 +225,7 @@ func (s *Spool) Watch(cfg WatchConfig, dirs ...string) (*Watch, error) {
 		case err == nil:
 			w.fw = fw
 		case cfg.Fallback <= 0:
-			return nil, fmt.Errorf("spool %s: inotify: %w", s.Dir, err)
+			return nil, fmt.Errorf("spool %s: inotify: %w", s.RootPath, err)
 		}
 	}
 	for _, d := range dirs {

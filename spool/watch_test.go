@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"golang.org/x/sys/unix"
 )
 
 // quiet says what a watch reports within d (a window in which nothing
@@ -158,10 +159,14 @@ func TestWatchReplacedDirectory(t *testing.T) {
 		{"removed, made again by the watch", true, func(s *Spool) error { return os.Remove(s.Path(ProgressDir)) }, true},
 		{"a symlink put in its place", true, func(s *Spool) error {
 			os.Mkdir(s.Path("elsewhere"), 0o750)
-			if err := os.Rename(s.Path(ProgressDir), s.Path("old")); err != nil {
+			if err := os.Symlink("elsewhere", s.Path("link")); err != nil {
 				return err
 			}
-			return os.Symlink("elsewhere", s.Path(ProgressDir))
+			// In one step (RENAME_EXCHANGE): a rename away and then a
+			// symlink leave a moment in which the watch, which makes
+			// its directory, makes it again, and the symlink then finds
+			// the name taken.
+			return unix.Renameat2(unix.AT_FDCWD, s.Path("link"), unix.AT_FDCWD, s.Path(ProgressDir), unix.RENAME_EXCHANGE)
 		}, false},
 	} {
 		t.Run(tc.what, func(t *testing.T) {

@@ -42,17 +42,3 @@ func TestProgressBudget(t *testing.T) {
 		})
 	}
 }
-
-func TestUnescapeMount(t *testing.T) {
-	for in, want := range map[string]string{
-		`/sys/fs/cgroup`:         "/sys/fs/cgroup",
-		`/mnt/with\040space`:     "/mnt/with space",
-		`/a\134b`:                `/a\b`,
-		`/trailing\04`:           `/trailing\04`,
-		`/tab\011and\012newline`: "/tab\tand\nnewline",
-	} {
-		if got := unescapeMount(in); got != want {
-			t.Errorf("unescapeMount(%q) = %q; want %q", in, got, want)
-		}
-	}
-}

@@ -1,7 +1,6 @@
 package spoold
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"github.com/vmspool/vmspool/internal/mountinfo"
 	"github.com/vmspool/vmspool/spool"
 )
 
@@ -94,49 +94,28 @@ func ownCgroup() (string, error) {
 	if path == "" || strings.HasSuffix(path, " (deleted)") {
 		return "", errors.New("not in a cgroup v2 hierarchy")
 	}
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// id parent major:minor root mountpoint options [optional...] - fstype source super
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		fields := strings.Fields(pre)
-		if !ok || len(fields) < 5 || !strings.HasPrefix(post, "cgroup2 ") {
-			continue
+	own := ""
+	err = mountinfo.ScanSelf(func(m mountinfo.Mount) bool {
+		if m.Type != "cgroup2" {
+			return true
 		}
-		root, mnt := unescapeMount(fields[3]), unescapeMount(fields[4])
-		rel, ok := strings.CutPrefix(path, root)
-		if root == "/" {
+		rel, ok := strings.CutPrefix(path, m.Root)
+		if m.Root == "/" {
 			rel, ok = path, true
 		}
 		if !ok || rel != "" && !strings.HasPrefix(rel, "/") {
-			continue
+			return true
 		}
-		return filepath.Join(mnt, rel), nil
+		own = filepath.Join(m.Point, rel)
+		return false
+	})
+	if err != nil {
+		return "", err
 	}
-	return "", errors.New("no cgroup2 filesystem mounted")
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
+	if own == "" {
+		return "", errors.New("no cgroup2 filesystem mounted")
 	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	return own, nil
 }
 
 // jobCgroup is the cgroup of one job on this host.

@@ -166,7 +166,7 @@ func (d *Daemon) chatElsewhere(chat, job string, mine *spool.Lease) bool {
 		life := d.life(l)
 		// A heartbeat is live while this daemon sees it move (liveness.go),
 		// whatever the clocks of the hosts say.
-		quiet := d.silence("chat "+l.Job, beats[i].Format(time.RFC3339Nano))
+		quiet := d.silence("chat "+l.Job, beats[i])
 		if l.Worker == "" {
 			// Claimed, its lease not written yet: live for one lease from
 			// when this daemon first saw it so, then the recovery's (a

@@ -45,9 +45,9 @@ func (r *run) command() (*exec.Cmd, error) {
 	}
 	dir := sp.Cwd
 	if dir == "" {
-		dir = d.cfg.Dir
+		dir = d.cfg.WorkDir
 	} else if !filepath.IsAbs(dir) {
-		dir = filepath.Join(d.cfg.Dir, dir)
+		dir = filepath.Join(d.cfg.WorkDir, dir)
 	}
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("cwd %s: no such directory", dir)

@@ -75,9 +75,9 @@ type Config struct {
 	// the same or Run fails, CgroupOff by process group and session only
 	// (docs/spoold.md, "Ending what a job started").
 	Cgroup string
-	// Dir is the working directory of a job whose spec names none, and
+	// WorkDir is the working directory of a job whose spec names none, and
 	// what a relative cwd is relative to (default spoold's own).
-	Dir string
+	WorkDir string
 	// Log receives one line per thing that happened (default: discard).
 	Log *logrus.Logger
 	// Metrics counts what happened, for the metrics textfile; nil counts
@@ -140,21 +140,15 @@ func (c *Config) fill() error {
 	if c.Worker == "" {
 		c.Worker = fmt.Sprintf("%s:%d", c.Host, os.Getpid())
 	}
-	if c.Dir == "" {
+	if c.WorkDir == "" {
 		d, err := os.Getwd()
 		if err != nil {
 			d = "/"
 		}
-		c.Dir = d
+		c.WorkDir = d
 	}
 	if c.Log == nil {
-		l := logrus.New()
-		l.SetOutput(discard{})
-		c.Log = l
+		c.Log = ops.Discard()
 	}
 	return nil
 }
-
-type discard struct{}
-
-func (discard) Write(b []byte) (int, error) { return len(b), nil }

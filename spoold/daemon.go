@@ -71,9 +71,9 @@ func New(cfg Config) (*Daemon, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	root, err := filepath.Abs(cfg.Spool.Dir)
+	root, err := filepath.Abs(cfg.Spool.RootPath)
 	if err != nil {
-		return nil, fmt.Errorf("spoold: spool %s: %w", cfg.Spool.Dir, err)
+		return nil, fmt.Errorf("spoold: spool %s: %w", cfg.Spool.RootPath, err)
 	}
 	d := &Daemon{
 		cfg: cfg, s: cfg.Spool, log: cfg.Log, root: root,

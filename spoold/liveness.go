@@ -1,10 +1,9 @@
 package spoold
 
 import (
-	"fmt"
-	"io/fs"
-	"syscall"
 	"time"
+
+	"github.com/vmspool/vmspool/spool"
 )
 
 // A heartbeat is judged by whether it moves, never by its time. A lease's
@@ -23,7 +22,7 @@ import (
 
 // sighting is what a daemon last saw of one lease, and since when.
 type sighting struct {
-	stamp  string
+	stamp  spool.FileStamp
 	since  time.Time // monotonic: when stamp was first seen
 	looked time.Time // when it was last looked at
 }
@@ -31,7 +30,7 @@ type sighting struct {
 // silence is how long what is seen under key (a job, for recovery; a
 // chat's look at a job's lease keeps its own) has shown stamp, as this
 // daemon watched it: 0 the first time, or when it changed.
-func (d *Daemon) silence(key, stamp string) time.Duration {
+func (d *Daemon) silence(key string, stamp spool.FileStamp) time.Duration {
 	d.smu.Lock()
 	defer d.smu.Unlock()
 	now := time.Now()
@@ -54,13 +53,4 @@ func (d *Daemon) silence(key, stamp string) time.Duration {
 	}
 	s.looked = now
 	return now.Sub(s.since)
-}
-
-// fileStamp is what changes when a lease is heartbeat, rewritten or
-// renamed: its mtime, ctime, size and inode.
-func fileStamp(fi fs.FileInfo) string {
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return fmt.Sprintf("%d.%d %d.%d %d %d", st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec, st.Size, st.Ino)
-	}
-	return fmt.Sprintf("%d %d", fi.ModTime().UnixNano(), fi.Size())
 }

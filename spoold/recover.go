@@ -87,7 +87,7 @@ func (d *Daemon) judge(job string) (*spool.Lease, fs.FileInfo, bool) {
 			return nil, nil, false
 		}
 		if errors.Is(err, spool.ErrCorrupt) && fi != nil {
-			return &spool.Lease{Job: job}, fi, d.silence(job, fileStamp(fi)) >= d.cfg.Lease
+			return &spool.Lease{Job: job}, fi, d.silence(job, spool.FileStampOf(fi)) >= d.cfg.Lease
 		}
 		return nil, nil, false
 	}
@@ -107,7 +107,7 @@ func (d *Daemon) judge(job string) (*spool.Lease, fs.FileInfo, bool) {
 		// anyone's. Our pid is alive, so only the heartbeat can say so.
 	}
 	known, alive := l.Alive(d.cfg.Host, d.boot)
-	stale := d.silence(job, fileStamp(fi)) >= d.life(l)
+	stale := d.silence(job, spool.FileStampOf(fi)) >= d.life(l)
 	return l, fi, (known && !alive) || stale
 }
 

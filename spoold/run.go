@@ -715,8 +715,13 @@ func (r *run) fold(max int) (more bool, err error) {
 		if !r.admit(ev, now) {
 			return
 		}
-		if ev.Type == spool.EventQuestion {
+		switch ev.Type {
+		case spool.EventQuestion:
 			r.d.cfg.Metrics.Asked()
+		case spool.EventAnswer:
+			// Counted as read, whoever wrote it: the relay or `spool
+			// ask` (checkAnswer).
+			r.d.cfg.Metrics.Answered()
 		}
 		if ev.Type == spool.EventStart {
 			// A new attempt: a question of the one before is not open.
@@ -759,36 +764,6 @@ func (r *run) flush(force bool) {
 	r.lastFlush = now
 }
 
-// budget is a token bucket of bytes, refilled at progressRate up to
-// progressBurst; its zero value is full. Spending may take it below zero; nothing more is allowed
-// until it is back at zero, so what is written over any span t is at most
-// progressBurst + progressRate*t + one document.
-type budget struct {
-	tokens float64
-	at     time.Time
-}
-
-func (b *budget) refill(now time.Time) {
-	if d := now.Sub(b.at); d > 0 {
-		b.tokens = min(progressBurst, b.tokens+d.Seconds()*progressRate)
-		b.at = now
-	}
-}
-
-// wait is how long until a write is allowed (0: now).
-func (b *budget) wait(now time.Time) time.Duration {
-	b.refill(now)
-	if b.tokens >= 0 {
-		return 0
-	}
-	return time.Duration(-b.tokens / progressRate * float64(time.Second))
-}
-
-func (b *budget) spend(n int, now time.Time) {
-	b.refill(now)
-	b.tokens -= float64(n)
-}
-
 // watchAnswers watches chats/<chat>/ for answer.json while the run lives
 // (the chat's lock file made the directory).
 func (r *run) watchAnswers() {
@@ -805,7 +780,11 @@ func (r *run) watchAnswers() {
 
 // checkAnswer turns an answer.json that answers the open question into an
 // answer event. An answer to another question (a stale one, or another
-// job's) is left alone.
+// job's) is left alone. `spool ask` in the job may have taken the same
+// answer and appended its event first (it must, for an answer this relay
+// misses: the job asked its next question before the file was read);
+// AppendAnswer writes the event only where neither has, so a question has
+// one answer event whoever wrote it.
 func (r *run) checkAnswer() {
 	q := r.p.Question
 	if q == nil || r.answered[q.ID] {
@@ -820,8 +799,10 @@ func (r *run) checkAnswer() {
 		return
 	}
 	r.answered[q.ID] = true
-	r.event(spool.Event{Type: spool.EventAnswer, ID: q.ID, Text: a.Answer})
-	r.d.cfg.Metrics.Answered()
+	ev := spool.Event{Type: spool.EventAnswer, ID: q.ID, Text: a.Answer, Worker: r.d.cfg.Worker, Attempt: r.lease.Attempt}
+	if _, _, err := r.d.s.AppendAnswer(r.job, ev); err != nil {
+		r.log.WithError(err).Warn("cannot append event")
+	}
 	r.log.WithField("question", q.ID).Info("answer received")
 	r.sync()
 }

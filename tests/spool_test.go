@@ -311,12 +311,34 @@ func TestSpoolAskAnswer(t *testing.T) {
 	if err != nil || a.Job != job || a.Question != q.ID || a.Answer != "yes" || a.At == 0 {
 		t.Errorf("answer.json: %+v, %v", a, err)
 	}
+	// ask took the answer from answer.json with no daemon to relay it
+	// (as when the job asks its next question before spoold has read
+	// the file): the answer event is ask's own to append, once.
+	if got := spoolAnswerEvents(t, s, job); got != q.ID+"=yes" {
+		t.Errorf("answer events %q, want one, %s=yes", got, q.ID)
+	}
 
 	// No answer: 124 after the timeout.
 	code, _, errs = spoolcliRun(t, env, "ask", "--timeout", "300ms", "Still there?")
 	if code != 124 {
 		t.Errorf("ask with no answer: exit %d %s; want 124", code, errs)
 	}
+}
+
+// spoolAnswerEvents lists the job's answer events, "id=text" each.
+func spoolAnswerEvents(t testing.TB, s *spool.Spool, job string) string {
+	t.Helper()
+	evs, err := s.NewEventReader(job).Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ev := range evs {
+		if ev.Type == spool.EventAnswer {
+			got = append(got, ev.ID+"="+ev.Text)
+		}
+	}
+	return strings.Join(got, " ")
 }
 
 func TestSpoolSay(t *testing.T) {

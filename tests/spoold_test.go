@@ -9,7 +9,9 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -444,12 +446,15 @@ func TestSpooldEnds(t *testing.T) {
 // TestSpooldQuestion: a question sets the progress waiting; a stale answer
 // (another question id) is ignored; the matching answer becomes an answer
 // event, the state running again, and `spool ask` in the job returns it.
+// The job then asks its next question at once: each question has exactly
+// one answer event, whether spoold's relay or `spool ask` wrote it (either
+// may read the answer first; TestSpooldQuestionRelayLate, the relay too late).
 func TestSpooldQuestion(t *testing.T) {
 	dir := newSpool(t)
 	out := filepath.Join(t.TempDir(), "out")
 	spooldStart(t, dir)
 	s := openSpool(t, dir, 200)
-	job := spooldSubmit(t, dir, "--chat", "q", "--", "sh", "-c", `a=$(spool ask --options yes,no "Deploy?") && echo "got $a" > "$0"`, out)
+	job := spooldSubmit(t, dir, "--chat", "q", "--", "sh", "-c", `a=$(spool ask --options yes,no "Deploy?") && b=$(spool ask "Why?") && echo "got $a $b" > "$0"`, out)
 	var p *spool.Progress
 	eventually(t, 15*time.Second, 10*time.Millisecond, "the question", func() bool {
 		p = spooldProgress(t, s, "q")
@@ -471,25 +476,93 @@ func TestSpooldQuestion(t *testing.T) {
 	if o, err := command(spooldEnv(), "spool", "--spool", dir, "answer", "--chat", "q", "yes").CombinedOutput(); err != nil {
 		t.Fatalf("spool answer: %v: %s", err, o)
 	}
+	first := p.Question.ID
+	eventually(t, 15*time.Second, 10*time.Millisecond, "the next question", func() bool {
+		p = spooldProgress(t, s, "q")
+		return p != nil && p.Question != nil && p.Question.Text == "Why?"
+	})
+	if o, err := command(spooldEnv(), "spool", "--spool", dir, "answer", "--chat", "q", "because").CombinedOutput(); err != nil {
+		t.Fatalf("spool answer: %v: %s", err, o)
+	}
 	if r := waitEnd(t, s, job, 15*time.Second, 10*time.Millisecond); r.State != spool.Done {
 		t.Fatalf("job ended %s %v", r.State, r.Error)
 	}
-	if b, _ := os.ReadFile(out); string(b) != "got yes\n" {
+	if b, _ := os.ReadFile(out); string(b) != "got yes because\n" {
 		t.Errorf("spool ask returned %q", b)
 	}
-	evs := spooldEvents(t, s, job)
-	var ans []spool.Event
-	for _, ev := range evs {
-		if ev.Type == spool.EventAnswer {
-			ans = append(ans, ev)
-		}
-	}
-	if len(ans) != 1 || ans[0].ID != p.Question.ID || ans[0].Text != "yes" {
-		t.Errorf("answer events: %+v", ans)
+	if got, want := spoolAnswerEvents(t, s, job), first+"=yes "+p.Question.ID+"=because"; got != want {
+		t.Errorf("answer events %q, want %q", got, want)
 	}
 	if p := spooldFinalProgress(t, s, "q"); p == nil || !p.Done || p.Question != nil || p.State != spool.Done {
 		t.Errorf("final progress: %+v", p)
 	}
+}
+
+// TestSpooldQuestionRelayLate: spoold reads answer.json only after the job
+// has taken the answer and asked its next question, and a submission of
+// the chat has cleared the file meanwhile (docs/contract.md, invariant 6):
+// the first answer's event is the one `spool ask` appended itself. Before
+// ask appended it, the job's events held no answer to its first question.
+// spoold is stopped (SIGSTOP) to be late; that is the point of the test.
+func TestSpooldQuestionRelayLate(t *testing.T) {
+	dir := newSpool(t)
+	out := filepath.Join(t.TempDir(), "out")
+	d := spooldStart(t, dir)
+	s := openSpool(t, dir, 200)
+	job := spooldSubmit(t, dir, "--chat", "q", "--", "sh", "-c", `a=$(spool ask "One?") && b=$(spool ask "Two?") && echo "got $a $b" > "$0"`, out)
+	var p *spool.Progress
+	eventually(t, 15*time.Second, 10*time.Millisecond, "the first question", func() bool {
+		p = spooldProgress(t, s, "q")
+		return p != nil && p.Question != nil && p.Question.Text == "One?"
+	})
+	first := p.Question.ID
+	d.cmd.Process.Signal(syscall.SIGSTOP)
+	stopped := true
+	defer func() {
+		if stopped {
+			d.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}()
+	if o, err := command(spooldEnv(), "spool", "--spool", dir, "answer", "--chat", "q", "yes").CombinedOutput(); err != nil {
+		t.Fatalf("spool answer: %v: %s", err, o)
+	}
+	var second string
+	eventually(t, 15*time.Second, 10*time.Millisecond, "the job's next question", func() bool {
+		for _, ev := range spooldEvents(t, s, job) {
+			if ev.Type == spool.EventQuestion && ev.Text == "Two?" {
+				second = ev.ID
+			}
+		}
+		return second != ""
+	})
+	next := spooldSubmit(t, dir, "--chat", "q", "--", "true")
+	if _, err := s.ReadAnswer("q"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("answer.json after a submission: %v", err)
+	}
+	d.cmd.Process.Signal(syscall.SIGCONT)
+	stopped = false
+	eventually(t, 15*time.Second, 10*time.Millisecond, "the second question", func() bool {
+		p = spooldProgress(t, s, "q")
+		return p != nil && p.Job == job && p.Question != nil && p.Question.ID == second
+	})
+	if o, err := command(spooldEnv(), "spool", "--spool", dir, "answer", "--chat", "q", "because").CombinedOutput(); err != nil {
+		t.Fatalf("spool answer: %v: %s", err, o)
+	}
+	if r := waitEnd(t, s, job, 15*time.Second, 10*time.Millisecond); r.State != spool.Done {
+		t.Fatalf("job ended %s %v", r.State, r.Error)
+	}
+	if b, _ := os.ReadFile(out); string(b) != "got yes because\n" {
+		t.Errorf("the job got %q", b)
+	}
+	if got, want := spoolAnswerEvents(t, s, job), first+"=yes "+second+"=because"; got != want {
+		t.Errorf("answer events %q, want %q", got, want)
+	}
+	for _, ev := range spooldEvents(t, s, job) {
+		if ev.Type == spool.EventAnswer && (ev.Worker == "" || ev.Attempt != 1) {
+			t.Errorf("an answer event names no worker or attempt, as the relay's do: %+v", ev)
+		}
+	}
+	waitEnd(t, s, next, 15*time.Second, 10*time.Millisecond)
 }
 
 // TestSpooldBadInput: a refused script whose side effect never happens, a

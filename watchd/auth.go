@@ -127,3 +127,13 @@ func SameOrigin(r *http.Request) bool {
 	}
 	return strings.EqualFold(u.Host, r.Host)
 }
+
+// BrowserSameOrigin reports whether a request either comes from no
+// browser (it carries neither Origin nor Sec-Fetch-Site: a program, curl,
+// the Python client) or comes from a page of this server (SameOrigin).
+func BrowserSameOrigin(r *http.Request) bool {
+	if r.Header.Get("Origin") == "" && r.Header.Get("Sec-Fetch-Site") == "" {
+		return true
+	}
+	return SameOrigin(r)
+}

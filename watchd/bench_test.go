@@ -81,14 +81,14 @@ func BenchmarkWriteProgress(b *testing.B) {
 	}
 }
 
-// BenchmarkFollowerFeed: the bookkeeping of one document of 64 events with
+// BenchmarkTallyFeed: the bookkeeping of one document of 64 events with
 // one new.
-func BenchmarkFollowerFeed(b *testing.B) {
+func BenchmarkTallyFeed(b *testing.B) {
 	p := &spool.Progress{Job: "j", Chat: "c", State: spool.Running, Updated: 2000}
 	for i := 0; i < 64; i++ {
 		p.Add(spool.Event{Seq: int64(i + 1), Type: spool.EventStatus, Text: "a status line of some length"})
 	}
-	f := NewFollower(Guards{Began: 1000})
+	f := NewTally(Guards{Began: 1000})
 	f.Feed(p)
 	for b.Loop() {
 		f.last--

@@ -24,7 +24,7 @@ func FuzzOutputLines(f *testing.F) {
 		if err != nil {
 			return
 		}
-		fl := NewFollower(Guards{Began: 1000})
+		fl := NewTally(Guards{Began: 1000})
 		for _, o := range fl.Feed(doc) {
 			line := JSONLine(o)
 			if bytes.Count(line, []byte("\n")) != 1 || line[len(line)-1] != '\n' {

@@ -1,340 +1,118 @@
 package watchd
 
 import (
-	"fmt"
-	"slices"
-	"strings"
+	"context"
+	"errors"
+	"io"
+	"time"
 
+	"github.com/sirupsen/logrus"
 	"github.com/vmspool/vmspool/spool"
 )
 
-// Rounding is how far before its start a watcher still accepts a document's
-// "updated", when the document has no exact stamp ("written"): "updated"
-// is rounded to 10 ms, so a document written just after the start may
-// carry a stamp just before it.
-const Rounding = 0.01
+// ErrTimeout is returned by Follow when its timeout passed before the end.
+var ErrTimeout = errors.New("timed out waiting for the run to end")
 
-// Kind says what an Output is.
-type Kind string
-
-// The kinds of output. Status, Note and Answer come from events; Gap says
-// events were lost to the document's window; Question is a question the
-// run asks; End is the run's end, always the last output.
-const (
-	Status   Kind = "status"
-	Note     Kind = "note" // start, gate, worker and other daemon events
-	Answer   Kind = "answer"
-	Question Kind = "question"
-	Gap      Kind = "gap"
-	End      Kind = "end"
-)
-
-// Output is one thing to tell the person.
-type Output struct {
-	Kind Kind
-	Job  string
-	// Seq is the seq of the event; for a Gap the last seq not shown, for a
-	// Question without its event and for the End the document's seq.
-	Seq   int64
-	Event *spool.Event // the event, for Status, Note, Answer and a Question from its event
-	// Text is the line a person reads.
-	Text     string
-	Question *spool.Question // Question only
-	Skipped  int64           // Gap only
-	State    spool.State     // End only: done, failed or cancelled
-	Exit     *int            // End only
-	Error    *string         // End only
-	// FromResult is set on an End read from the job's result file, because
-	// the chat's document had already moved on to another run.
-	FromResult bool
+// FollowConfig configures Follow, `watchd follow`'s loop.
+type FollowConfig struct {
+	Spool *spool.Spool
+	Chat  string
+	Job   string // optional: the one job to follow
+	// Began is the follower's start; the zero time means now. The caller
+	// takes it before anything else, so nothing written after the command
+	// started can count as stale.
+	Began   time.Time
+	JSON    bool          // Open WebUI status events instead of text lines
+	Every   time.Duration // at most one status per Every (0: all)
+	Timeout time.Duration // 0: none
+	Poll    time.Duration // poll instead of inotify
+	Out     io.Writer     // one write per line
+	Log     logrus.FieldLogger
 }
 
-// Guards configures a Follower. Began is the watcher's start on the wall
-// clock (spool.Stamp); Job, if not empty, is the one job to follow.
-type Guards struct {
-	Began float64
-	Job   string
-	// Last is the seq already relayed, for a subscriber that resumes
-	// (SSE's Last-Event-ID); 0 for a fresh one.
-	Last int64
-	// Ended is set for a resuming subscriber that already had the end.
-	Ended bool
+// Follow prints the chat's run, one line per status, until it ends, and
+// returns its end. On timeout it prints a last line (with --json one with
+// "done": true, so Open WebUI's spinner stops) and returns ErrTimeout; when
+// ctx is done it returns ctx's error.
+func Follow(ctx context.Context, cfg FollowConfig) (*Output, error) {
+	began := cfg.Began
+	if began.IsZero() {
+		began = time.Now()
+	}
+	hub, err := NewHub(cfg.Spool, HubConfig{Poll: cfg.Poll, Log: cfg.Log})
+	if err != nil {
+		return nil, err
+	}
+	defer hub.Close()
+	hctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go hub.Run(hctx)
+	w, err := NewFollower(cfg.Spool, hub, cfg.Chat, Guards{Began: spool.Stamp(began), Job: cfg.Job})
+	if err != nil {
+		return nil, err
+	}
+	defer w.Close()
+	if cfg.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadlineCause(ctx, began.Add(cfg.Timeout), ErrTimeout)
+		defer cancel()
+	}
+	return relay(ctx, cfg.Chat, cfg.JSON, cfg.Every, cfg.Out, w.Next)
 }
 
-// Follower is the bookkeeping of one watcher of one chat: which documents
-// count (the guards), which events were already said (the seq), which
-// question was shown, and whether the run ended. It does no I/O and is not
-// safe for concurrent use.
-type Follower struct {
-	g      Guards
-	job    string // the followed job: Guards.Job, or the first one accepted
-	last   int64
-	status string // the last status said, for documents without events
-	// asked holds the question ids shown (the latest maxAsked of them,
-	// oldest first in askedOrder), so that each question shows once.
-	asked      map[string]bool
-	askedOrder []string
-	ended      bool
-}
-
-// NewFollower returns a Follower with the given guards.
-func NewFollower(g Guards) *Follower {
-	return &Follower{g: g, job: g.Job, last: g.Last, ended: g.Ended, asked: map[string]bool{}}
-}
-
-// Job returns the job being followed: the one named in the guards, or the
-// one whose document was accepted first; "" while none is known.
-func (f *Follower) Job() string { return f.job }
-
-// Last returns the seq of the last event relayed.
-func (f *Follower) Last() int64 { return f.last }
-
-// Ended reports whether the run's end was given out.
-func (f *Follower) Ended() bool { return f.ended }
-
-// Accepts reports whether the guards let doc through. Without a job id it
-// must be written at or after the start: by its exact stamp ("written")
-// when it has one, else by "updated" less the rounding (a writer of the
-// Python era). Once a job was accepted only that job's documents count: a
-// document of another job is a later run of the chat, not this watcher's
-// (it ignores it; the Watcher then looks at the followed job's result
-// file). With a job id, only that job's documents count, whatever their
-// stamp, so that a run that ended before its watcher started is still
-// reported.
-//
-// A run's last document is written before its result (spool.End), so a
-// watcher that starts after a job's result never accepts that job's
-// documents without its id: the exact stamp leaves no rounding window in
-// which the last document of a run that already ended could pass.
-func (f *Follower) Accepts(doc *spool.Progress) bool {
-	if doc == nil {
-		return false
+// relay prints what next gives, one line per output (Open WebUI status
+// events with asJSON), at most one status per every, until the End, which
+// it returns. When ctx ends with ErrTimeout as its cause, it prints a last
+// line (with asJSON one with "done": true) and returns ErrTimeout.
+func relay(ctx context.Context, chat string, asJSON bool, every time.Duration, w io.Writer,
+	next func(context.Context, <-chan time.Time) ([]Output, error)) (*Output, error) {
+	say := func(o Output) error {
+		line := TextLine(o)
+		if asJSON {
+			line = JSONLine(o)
+		}
+		_, err := w.Write(line)
+		return err
 	}
-	if f.job != "" {
-		return doc.Job == f.job
-	}
-	if doc.Written > 0 {
-		return doc.Written >= f.g.Began
-	}
-	return doc.Updated >= f.g.Began-Rounding
-}
-
-// Feed takes the chat's current document and returns what is new in it,
-// in seq order, ending with the End if the run ended. A document the guards
-// refuse, or any document after the end, gives nothing.
-func (f *Follower) Feed(doc *spool.Progress) []Output {
-	var out []Output
-	f.FeedFunc(doc, func(o Output) bool { out = append(out, o); return true })
-	return out
-}
-
-// FeedFunc is Feed handing each output to emit, in order, as it is made.
-// When emit refuses one (returns false) FeedFunc stops there: that output
-// and what follows are not taken as said, and the next call, with this
-// document or a newer one, starts again from it. So a consumer that can
-// take only so much at a time (a stream that writes a bounded amount per
-// turn) holds no backlog: it feeds the newest document when it is ready
-// again, and events that left the document meanwhile become a gap line.
-// complete is false when emit refused an output.
-func (f *Follower) FeedFunc(doc *spool.Progress, emit func(Output) bool) (complete bool) {
-	if f.ended || !f.Accepts(doc) {
-		return true
-	}
-	if f.job == "" {
-		f.job = doc.Job
-	}
-	evs := doc.Events
-	if !slices.IsSortedFunc(evs, func(a, b spool.Event) int { return cmpSeq(a.Seq, b.Seq) }) {
-		evs = slices.Clone(evs)
-		slices.SortStableFunc(evs, func(a, b spool.Event) int { return cmpSeq(a.Seq, b.Seq) })
-	}
-	for i := range evs {
-		ev := &evs[i]
-		if ev.Seq <= f.last {
-			// Said before (or before a resume): a question among them was
-			// shown already.
-			if ev.Type == spool.EventQuestion && ev.ID != "" {
-				f.ask(ev.ID)
+	th := &Throttle{Every: every}
+	var timer *time.Timer
+	for {
+		var wake <-chan time.Time
+		if due := th.Due(); !due.IsZero() {
+			if timer == nil {
+				timer = time.NewTimer(time.Until(due))
+			} else {
+				timer.Reset(time.Until(due))
 			}
-			continue
+			wake = timer.C
 		}
-		if ev.Seq > f.last+1 {
-			if !emit(gap(doc.Job, f.last, ev.Seq)) {
-				return false
+		out, err := next(ctx, wake)
+		if err != nil {
+			if errors.Is(context.Cause(ctx), ErrTimeout) {
+				line := []byte("timed out waiting for chat " + chat + "'s run to end\n")
+				if asJSON {
+					line = StatusLine("timed out waiting for the run to end", true)
+				}
+				w.Write(line)
+				return nil, ErrTimeout
 			}
-			f.last = ev.Seq - 1
+			return nil, err
 		}
-		if o, ok := f.event(doc.Job, ev); ok {
-			if !emit(o) {
-				return false
+		now := time.Now()
+		var lines []Output
+		if len(out) == 0 {
+			lines = th.Tick(now)
+		}
+		for _, o := range out {
+			lines = append(lines, th.Offer(o, now)...)
+		}
+		for _, o := range lines {
+			if err := say(o); err != nil {
+				return nil, err
 			}
-			f.said(o)
-		}
-		f.last = ev.Seq
-	}
-	switch {
-	case len(evs) == 0 && doc.Status != "" && doc.Status != f.status && doc.Seq >= f.last:
-		// A writer that keeps no events, only "status" (the Python
-		// tools; some write no seq either): its status is the news.
-		if doc.Seq > f.last+1 {
-			if !emit(gap(doc.Job, f.last, doc.Seq)) {
-				return false
+			if o.Kind == End {
+				return &o, nil
 			}
-			f.last = doc.Seq - 1
-		}
-		if !emit(Output{Kind: Status, Job: doc.Job, Seq: doc.Seq, Text: doc.Status}) {
-			return false
-		}
-		f.status = doc.Status
-		f.last = doc.Seq
-	case doc.Seq > f.last:
-		// The document counts events its list no longer holds.
-		if !emit(gap(doc.Job, f.last, doc.Seq+1)) {
-			return false
-		}
-		f.last = doc.Seq
-	}
-	if q := doc.Question; q != nil && !doc.Done && !f.asked[q.ID] {
-		if !emit(Output{Kind: Question, Job: doc.Job, Seq: doc.Seq, Question: q, Text: QuestionLine(q.Text, q.Options)}) {
-			return false
-		}
-		f.ask(q.ID)
-	}
-	if doc.Done {
-		if !emit(endOf(doc)) {
-			return false
-		}
-		f.ended = true
-	}
-	return true
-}
-
-// maxAsked bounds the question ids a Follower remembers: a document holds
-// one open question, the newest asked, so the last few ids are all that
-// can come back; a run that asks without end costs no more.
-const maxAsked = 2 * spool.MaxProgressEvents
-
-// ask remembers a question id as shown.
-func (f *Follower) ask(id string) {
-	if f.asked[id] {
-		return
-	}
-	if len(f.askedOrder) >= maxAsked {
-		delete(f.asked, f.askedOrder[0])
-		f.askedOrder = f.askedOrder[1:]
-	}
-	f.asked[id] = true
-	f.askedOrder = append(f.askedOrder, id)
-}
-
-// said records what an output said, once it was taken.
-func (f *Follower) said(o Output) {
-	switch o.Kind {
-	case Status:
-		f.status = o.Text
-	case Question:
-		if o.Question != nil && o.Question.ID != "" {
-			f.ask(o.Question.ID)
 		}
 	}
-}
-
-// event turns one event into an output, or nothing for an event whose news
-// the End carries (type end) and for a question already shown. It changes
-// nothing: said records the output once it is taken.
-func (f *Follower) event(job string, ev *spool.Event) (Output, bool) {
-	o := Output{Job: job, Seq: ev.Seq, Event: ev}
-	switch ev.Type {
-	case spool.EventStatus, "":
-		o.Kind, o.Text = Status, ev.Text
-	case spool.EventQuestion:
-		if ev.ID != "" && f.asked[ev.ID] {
-			return o, false
-		}
-		q := &spool.Question{ID: ev.ID, Text: ev.Text, Options: ev.Options, Asked: ev.At, AllowEmpty: ev.AllowEmpty}
-		o.Kind, o.Question, o.Text = Question, q, QuestionLine(ev.Text, ev.Options)
-	case spool.EventAnswer:
-		o.Kind, o.Text = Answer, "answered: "+ev.Text
-	case spool.EventEnd:
-		return o, false
-	case spool.EventStart:
-		o.Kind, o.Text = Note, "started"+suffix(ev.Text)
-	case spool.EventGate:
-		o.Kind, o.Text = Note, "gate"+suffix(ev.Text)
-	default:
-		o.Kind, o.Text = Note, ev.Type+suffix(ev.Text)
-	}
-	return o, true
-}
-
-func suffix(text string) string {
-	if text == "" {
-		return ""
-	}
-	return ": " + text
-}
-
-// gap is the line for the events after last and before next that the
-// document no longer holds.
-func gap(job string, last, next int64) Output {
-	n := next - last - 1
-	word := "events"
-	if n == 1 {
-		word = "event"
-	}
-	return Output{Kind: Gap, Job: job, Seq: next - 1, Skipped: n,
-		Text: fmt.Sprintf("(%d earlier %s not shown)", n, word)}
-}
-
-// QuestionLine is how a question reads as one status line.
-func QuestionLine(text string, options []string) string {
-	if len(options) == 0 {
-		return "Question: " + text
-	}
-	return "Question: " + text + " [" + strings.Join(options, "/") + "]"
-}
-
-// endOf is the End of a document whose run ended. A document marked done
-// without a final state (a writer of the Python era) is done if it says
-// exit 0 and no error, failed otherwise.
-func endOf(doc *spool.Progress) Output {
-	st := doc.State
-	if !st.Final() {
-		st = spool.Failed
-		if doc.Error == nil && (doc.Exit == nil || *doc.Exit == 0) {
-			st = spool.Done
-		}
-	}
-	return Output{Kind: End, Job: doc.Job, Seq: doc.Seq, State: st, Exit: doc.Exit, Error: doc.Error,
-		Text: EndLine(st, doc.Exit, doc.Error)}
-}
-
-// EndOfResult is the End told from a job's result file.
-func EndOfResult(r *spool.Result, seq int64) Output {
-	o := Output{Kind: End, Job: r.Job, Seq: seq, State: r.State, Exit: r.Exit, Error: r.Error, FromResult: true}
-	o.Text = EndLine(r.State, r.Exit, r.Error)
-	return o
-}
-
-// EndLine is how a run's end reads: "done", "failed (exit 3): boom",
-// "cancelled: by operator".
-func EndLine(st spool.State, exit *int, errText *string) string {
-	s := string(st)
-	if exit != nil && (*exit != 0 || st != spool.Done) {
-		s += fmt.Sprintf(" (exit %d)", *exit)
-	}
-	if errText != nil && *errText != "" {
-		s += ": " + *errText
-	}
-	return s
-}
-
-func cmpSeq(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/vmspool/vmspool/spool"
 )
 
-// FuzzFollowDocs feeds a Follower the documents of each line of the input,
+// FuzzFollowDocs feeds a Tally the documents of each line of the input,
 // as the Hub would, and checks what must hold whatever the documents say:
 // no panic, events said in rising seq order and each once, the End at most
 // once and last.
@@ -26,12 +26,12 @@ not json
 		if job != "" && !spool.ValidID(job) {
 			job = ""
 		}
-		fl := NewFollower(Guards{Began: 1000, Job: job})
+		fl := NewTally(Guards{Began: 1000, Job: job})
 		var last int64
 		ended := false
-		// A stream's follower takes a few outputs at a time and feeds the
+		// A stream's tally takes a few outputs at a time and feeds the
 		// document again for the rest; what holds for Feed holds for it.
-		bounded := NewFollower(Guards{Began: 1000, Job: job})
+		bounded := NewTally(Guards{Began: 1000, Job: job})
 		var blast int64
 		bended := false
 		budget := len(in)%3 + 1
@@ -94,10 +94,10 @@ not json
 			}
 		}
 		if ended != fl.Ended() {
-			t.Fatalf("ended %v, Follower says %v", ended, fl.Ended())
+			t.Fatalf("ended %v, Tally says %v", ended, fl.Ended())
 		}
 		if bended != ended || blast != last {
-			t.Fatalf("bounded follower: ended %v, last %d; unbounded: ended %v, last %d", bended, blast, ended, last)
+			t.Fatalf("bounded tally: ended %v, last %d; unbounded: ended %v, last %d", bended, blast, ended, last)
 		}
 	})
 }

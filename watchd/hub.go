@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"io/fs"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"github.com/vmspool/vmspool/internal/ops"
 	"github.com/vmspool/vmspool/spool"
 )
 
@@ -58,31 +58,14 @@ type chatWatch struct {
 	chat string
 	mu   sync.Mutex // held across a read and its delivery, so a newer read is never overtaken by an older one
 	subs map[*Sub]struct{}
-	seen fileID // the file last read, for the poll and the safety net
+	seen spool.FileStamp // the file last read, for the poll and the safety net
 	snap Snapshot
 	read bool   // snap holds a read made while subscribed
 	warn string // the last warning logged, so each problem is said once
 }
 
-// fileID tells one version of a document from another without reading it:
-// a replace by rename always brings a new inode.
-type fileID struct {
-	dev, ino     uint64
-	size         int64
-	mtime, ctime int64
-}
-
-func idOf(fi fs.FileInfo) fileID {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return fileID{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
-	}
-	return fileID{dev: uint64(st.Dev), ino: st.Ino, size: st.Size,
-		mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}
-}
-
 // NewHub starts watching the spool's progress/ directory (creating it,
-// empty, if it is missing: a watcher may start before any daemon did; and
+// empty, if it is missing: a follower may start before any daemon did; and
 // again should it be removed). The watch is in place when NewHub returns,
 // so a document read after it can never miss a later change. Run must be
 // called to deliver changes.
@@ -92,9 +75,7 @@ func NewHub(s *spool.Spool, cfg HubConfig) (*Hub, error) {
 	}
 	h := &Hub{s: s, cfg: cfg, log: cfg.Log, chats: map[string]*chatWatch{}}
 	if h.log == nil {
-		l := logrus.New()
-		l.SetOutput(discard{})
-		h.log = l
+		h.log = ops.Discard()
 	}
 	w, err := s.Watch(spool.WatchConfig{Poll: cfg.Poll, Rescan: cfg.Rescan, Make: true}, spool.ProgressDir)
 	if err != nil {
@@ -103,10 +84,6 @@ func NewHub(s *spool.Spool, cfg HubConfig) (*Hub, error) {
 	h.w = w
 	return h, nil
 }
-
-type discard struct{}
-
-func (discard) Write(b []byte) (int, error) { return len(b), nil }
 
 // Close stops the watch.
 func (h *Hub) Close() error { return h.w.Close() }
@@ -164,9 +141,9 @@ func (h *Hub) refresh(cw *chatWatch, ifChanged bool) {
 	cw.mu.Lock()
 	defer cw.mu.Unlock()
 	name := spool.ProgressPath(cw.chat)
-	var id fileID
+	var id spool.FileStamp
 	if fi, err := h.s.Stat(name); err == nil {
-		id = idOf(fi)
+		id = spool.FileStampOf(fi)
 	}
 	if ifChanged && cw.read && id == cw.seen {
 		return

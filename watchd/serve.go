@@ -6,16 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"mime"
 	"net"
 	"net/http"
 	"sort"
-	"strconv"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/sirupsen/logrus"
 	"github.com/vmspool/vmspool/internal/ops"
@@ -85,9 +80,7 @@ func NewServer(cfg ServerConfig) *Server {
 	}
 	s := &Server{cfg: cfg, log: cfg.Log, mux: http.NewServeMux()}
 	if s.log == nil {
-		l := logrus.New()
-		l.SetOutput(discard{})
-		s.log = l
+		s.log = ops.Discard()
 	}
 	m := cfg.Metrics
 	// Routes are counted by a fixed name, never by path: chat ids would
@@ -236,133 +229,6 @@ func (s *Server) serveDoc(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// AnswerRequest is the body of POST /chats/C/answer (application/json):
-// the question answered, as the page showed it (empty: whichever is
-// open), and the answer.
-type AnswerRequest struct {
-	Question string  `json:"question"`
-	Answer   *string `json:"answer"`
-}
-
-// maxAnswerBody bounds the body of an answer: an answer is at most
-// spool.MaxEventText, which JSON may write six bytes a byte.
-const maxAnswerBody = 64 << 10
-
-// serveAnswer answers the chat's open question: the same document and the
-// same rules as `spool answer` (spool.AnswerQuestion), so the first answer
-// wins wherever it came from, and the chat's watchers see it at spoold's
-// next flush, as any answer. 200 with the answer written; 409 when no
-// question is open, another is, or it was answered already; 400 for what
-// does not answer it; 403 from a browser on another origin, and when
-// answering is off.
-//
-// Who may answer is who may read the chats here (Auth over TCP, the
-// socket's mode). A browser's request must come from the page itself on
-// either listener: Auth refuses a cookie from another origin, and here a
-// request that carries an Origin or a Sec-Fetch-Site (a browser's, say
-// through a proxy to the socket) must name this server too. The body must
-// be application/json, which no cross-site form can send without a CORS
-// preflight that watchd never answers.
-func (s *Server) serveAnswer(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.NoAnswer {
-		httpError(w, http.StatusForbidden, "watchd: answering is off here (watchd serve --no-answer): answer with spool answer on the host")
-		return
-	}
-	if !BrowserSameOrigin(r) {
-		httpError(w, http.StatusForbidden, "watchd: %s from another origin refused", r.Method)
-		return
-	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		httpError(w, http.StatusUnsupportedMediaType, "watchd: an answer is sent as application/json: {\"question\": \"Q\", \"answer\": \"TEXT\"}")
-		return
-	}
-	chat := chatOf(w, r)
-	if chat == "" {
-		return
-	}
-	var req AnswerRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxAnswerBody))
-	if err := dec.Decode(&req); err != nil || req.Answer == nil {
-		httpError(w, http.StatusBadRequest, "watchd: the body is not an answer: want {\"question\": \"Q\", \"answer\": \"TEXT\"}")
-		return
-	}
-	a, err := s.cfg.Spool.AnswerQuestion(chat, req.Question, *req.Answer)
-	log := s.log.WithFields(logrus.Fields{"chat": chat, "question": req.Question, "remote": r.RemoteAddr})
-	switch {
-	case errors.Is(err, spool.ErrNoQuestion), errors.Is(err, spool.ErrAnswered):
-		httpError(w, http.StatusConflict, "watchd: %v", err)
-	case errors.Is(err, spool.ErrBadAnswer), errors.Is(err, spool.ErrInvalidID):
-		httpError(w, http.StatusBadRequest, "watchd: %v", err)
-	case err != nil:
-		log.WithError(err).Warn("answer not written")
-		httpError(w, http.StatusInternalServerError, "watchd: %v", err)
-	default:
-		log.WithField("job", a.Job).Info("question answered over HTTP")
-		writeJSON(w, a)
-	}
-}
-
-// BrowserSameOrigin reports whether a request either comes from no
-// browser (it carries neither Origin nor Sec-Fetch-Site: a program, curl,
-// the Python client) or comes from a page of this server (SameOrigin).
-func BrowserSameOrigin(r *http.Request) bool {
-	if r.Header.Get("Origin") == "" && r.Header.Get("Sec-Fetch-Site") == "" {
-		return true
-	}
-	return SameOrigin(r)
-}
-
-// Message is the data of one server-sent event.
-type Message struct {
-	Job      string          `json:"job"`
-	Seq      int64           `json:"seq"`
-	Kind     Kind            `json:"kind"`
-	Text     string          `json:"text"`
-	Event    *spool.Event    `json:"event,omitempty"`
-	Question *spool.Question `json:"question,omitempty"`
-	Skipped  int64           `json:"skipped,omitempty"`
-	State    spool.State     `json:"state,omitempty"`
-	Exit     *int            `json:"exit,omitempty"`
-	Error    *string         `json:"error,omitempty"`
-}
-
-// MessageOf is o as a Message.
-func MessageOf(o Output) Message {
-	return Message{Job: o.Job, Seq: o.Seq, Kind: o.Kind, Text: o.Text, Event: o.Event, Question: o.Question,
-		Skipped: o.Skipped, State: o.State, Exit: o.Exit, Error: o.Error}
-}
-
-// EventID is the SSE id of an output: its seq, or "<seq>.end" for the end,
-// so that a client that had the end can say so when it reconnects.
-func EventID(o Output) string {
-	if o.Kind == End {
-		return strconv.FormatInt(o.Seq, 10) + ".end"
-	}
-	return strconv.FormatInt(o.Seq, 10)
-}
-
-// ParseEventID reads a Last-Event-ID.
-func ParseEventID(id string) (last int64, ended bool, ok bool) {
-	id = strings.TrimSpace(id)
-	if id == "" {
-		return 0, false, true
-	}
-	if n, found := strings.CutSuffix(id, ".end"); found {
-		id, ended = n, true
-	}
-	last, err := strconv.ParseInt(id, 10, 64)
-	if err != nil || last < 0 {
-		return 0, false, false
-	}
-	return last, ended, true
-}
-
-// SSE writes one output as a server-sent event.
-func SSE(o Output) []byte {
-	b, _ := json.Marshal(MessageOf(o))
-	return fmt.Appendf(nil, "id: %s\nevent: %s\ndata: %s\n\n", EventID(o), o.Kind, b)
-}
-
 // metricKind is the kind an output is counted under: the end, or a status
 // (every other line a person reads).
 func metricKind(k Kind) string {
@@ -391,7 +257,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.subs.Add(-1)
 	defer s.cfg.Metrics.Subscribed()()
-	wt, err := NewWatcher(s.cfg.Spool, s.cfg.Hub, chat, Guards{Began: began, Job: job, Last: last})
+	wt, err := NewFollower(s.cfg.Spool, s.cfg.Hub, chat, Guards{Began: began, Job: job, Last: last})
 	if err != nil {
 		httpError(w, http.StatusBadRequest, "watchd: %v", err)
 		return
@@ -422,7 +288,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sent, why := s.stream(r.Context(), wt, send)
-	log.WithFields(logrus.Fields{"sent": sent, "followed": wt.Follower().Job(), "why": why}).Info("subscriber disconnected")
+	log.WithFields(logrus.Fields{"sent": sent, "followed": wt.Tally().Job(), "why": why}).Info("subscriber disconnected")
 }
 
 // eventsRequest reads what a request for a chat's events asks: the chat,
@@ -459,7 +325,7 @@ func eventsRequest(w http.ResponseWriter, r *http.Request) (chat, job string, la
 
 // MaxStreamWrite bounds what an event stream writes at a time, and so
 // what a subscriber holds while its client is slow: the write, and
-// nothing of the documents it came from (Watcher.NextFunc). One event
+// nothing of the documents it came from (Follower.NextFunc). One event
 // encoded past it (8 KiB of control characters, which JSON writes six
 // bytes each, twice: text and event) has its texts clipped for the stream;
 // the document and <job>.events keep them whole.
@@ -471,14 +337,14 @@ const MaxStreamWrite = 32 << 10
 // statuses, not bulk data.
 const streamSendBuffer = 32 << 10
 
-// stream sends the watcher's events, and a keep-alive comment while none
+// stream sends the follower's events, and a keep-alive comment while none
 // come, until the run ends, the client goes or a write fails; it returns
 // how many events were sent and why it stopped. Each turn writes at most
 // MaxStreamWrite; what did not fit is not held but fed again, newest
 // first, once the write is done. An event's bytes are the Server's, made
 // once for every subscriber (encodedEvents): a stream stuck on a client
 // that does not read holds references to them, not copies.
-func (s *Server) stream(ctx context.Context, wt *Watcher, send func(...[]byte) error) (sent int, why string) {
+func (s *Server) stream(ctx context.Context, wt *Follower, send func(...[]byte) error) (sent int, why string) {
 	keep := time.NewTicker(s.cfg.KeepAlive)
 	defer keep.Stop()
 	var parts [][]byte
@@ -513,157 +379,3 @@ func (s *Server) stream(ctx context.Context, wt *Watcher, send func(...[]byte) e
 }
 
 var keepAlive = []byte(": keep-alive\n\n")
-
-// encodedEvents holds the server-sent bytes of the latest events (at most
-// encodedCacheSize), made once however many subscribers send them: an
-// event's output is the same for every subscriber of its chat (a job's
-// seq names one line of its events, never rewritten). What depends on the
-// subscriber (a gap, the end, a status-only document's status) is made
-// for it alone, and is small.
-type encodedEvents struct {
-	mu   sync.Mutex
-	m    map[eventKey]*encoded
-	ring []eventKey
-	next int
-}
-
-const encodedCacheSize = 1024
-
-type eventKey struct {
-	job  string
-	seq  int64
-	kind Kind
-}
-
-type encoded struct {
-	once sync.Once
-	b    []byte
-}
-
-func (c *encodedEvents) get(o Output) []byte {
-	if o.Event == nil || o.Kind == End || o.Kind == Gap {
-		return BoundedSSE(o, MaxStreamWrite)
-	}
-	k := eventKey{o.Job, o.Seq, o.Kind}
-	c.mu.Lock()
-	e := c.m[k]
-	if e == nil {
-		if c.m == nil {
-			c.m = make(map[eventKey]*encoded, encodedCacheSize)
-			c.ring = make([]eventKey, encodedCacheSize)
-		}
-		if old := c.ring[c.next]; c.m[old] != nil {
-			delete(c.m, old)
-		}
-		e = &encoded{}
-		c.m[k], c.ring[c.next] = e, k
-		c.next = (c.next + 1) % encodedCacheSize
-	}
-	c.mu.Unlock()
-	// Made once: the subscribers that come for it meanwhile wait for it
-	// rather than each making its own.
-	e.once.Do(func() { e.b = BoundedSSE(o, MaxStreamWrite) })
-	return e.b
-}
-
-// BoundedSSE is SSE(o), its texts clipped (each ending with "…") so that
-// the event takes at most max bytes. The size is reckoned before encoding
-// (jsonSize), so an event is encoded once, at the size it is sent.
-func BoundedSSE(o Output, max int) []byte {
-	for limit := spool.MaxEventText / 2; sseSize(o) > max && limit >= 16; limit /= 2 {
-		o = clipOutput(o, limit)
-	}
-	return SSE(o)
-}
-
-// sseSize is at least the size of SSE(o): its texts as JSON writes them
-// at worst (jsonSize), and a generous allowance for the rest (ids, seqs,
-// field names), which are bounded.
-func sseSize(o Output) int {
-	n := 1024 + jsonSize(o.Text)
-	if ev := o.Event; ev != nil {
-		n += jsonSize(ev.Text) + jsonSize(ev.Worker) + jsonSize(ev.ID) + jsonSize(ev.Type) + jsonSize(string(ev.State))
-		for _, opt := range ev.Options {
-			n += 3 + jsonSize(opt)
-		}
-	}
-	if q := o.Question; q != nil {
-		n += jsonSize(q.Text) + jsonSize(q.ID)
-		for _, opt := range q.Options {
-			n += 3 + jsonSize(opt)
-		}
-	}
-	if o.Error != nil {
-		n += jsonSize(*o.Error)
-	}
-	return n + jsonSize(o.Job)
-}
-
-// jsonSize is at least the length of s as a JSON string: a byte is one,
-// or six when encoding/json escapes it (control bytes, HTML's < > &,
-// U+2028 and U+2029, each byte of invalid UTF-8); quotes and backslashes
-// are two.
-func jsonSize(s string) int {
-	n := 2
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
-				n += 2
-			case c < 0x20 || c == '<' || c == '>' || c == '&':
-				n += 6
-			default:
-				n++
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			n += 6
-		case r == '\u2028' || r == '\u2029':
-			n += 6
-		default:
-			n += size
-		}
-		i += size
-	}
-	return n
-}
-
-// clipOutput is o with every text of it cut to limit bytes (an option to
-// a sixteenth of that), in copies: o and what it points to are shared.
-func clipOutput(o Output, limit int) Output {
-	o.Text = spool.Clip(o.Text, limit)
-	if o.Event != nil {
-		ev := *o.Event
-		ev.Text = spool.Clip(ev.Text, limit)
-		ev.Options = clipOptions(ev.Options, limit/16)
-		ev.Worker = spool.Clip(ev.Worker, limit)
-		o.Event = &ev
-	}
-	if o.Question != nil {
-		q := *o.Question
-		q.Text = spool.Clip(q.Text, limit)
-		q.Options = clipOptions(q.Options, limit/16)
-		o.Question = &q
-	}
-	if o.Error != nil {
-		e := spool.Clip(*o.Error, limit)
-		o.Error = &e
-	}
-	return o
-}
-
-func clipOptions(opts []string, limit int) []string {
-	if opts == nil {
-		return nil
-	}
-	out := make([]string, len(opts))
-	for i, o := range opts {
-		out[i] = spool.Clip(o, limit)
-	}
-	return out
-}

@@ -105,7 +105,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // waitWatched waits until this process holds an inotify watch on dir
-// (the kernel lists each watch in /proc/self/fdinfo): a follower has set
+// (the kernel lists each watch in /proc/self/fdinfo): a tally has set
 // up its watch, and what is written in dir from now on reaches it as an
 // event, not in its first read.
 func waitWatched(t *testing.T, dir string) {
@@ -134,7 +134,7 @@ func TestFollowTheStory(t *testing.T) {
 			// Run 1 ended, and its document is still there (an older
 			// submitter did not remove it).
 			newRun(t, s, "c", "j1").say("one", "two").end(spool.Done, 0)
-			// The sleep is the point: the follower starts past run 1's
+			// The sleep is the point: the tally starts past run 1's
 			// stamps and their 10 ms rounding, the clock separation its
 			// stamp guard judges.
 			time.Sleep(30 * time.Millisecond)
@@ -166,7 +166,7 @@ func TestFollowTheStory(t *testing.T) {
 func TestFollowWaitsForDocumentAndRecreate(t *testing.T) {
 	s := newTestSpool(t)
 	out, errc, _ := follow(t, s, FollowConfig{Chat: "c", Job: "j", JSON: true})
-	// The follower waits for a document that is not there yet.
+	// The tally waits for a document that is not there yet.
 	waitWatched(t, s.Path(spool.ProgressDir))
 	r := newRun(t, s, "c", "j").say("a")
 	waitFor(t, "a", func() bool { return strings.Contains(out.String(), `"a"`) })
@@ -221,7 +221,7 @@ func TestFollowSkipsBadDocumentsWithOneWarning(t *testing.T) {
 			waitFor(t, "the warning", func() bool { return strings.Contains(logb.String(), "does not parse") })
 			continue
 		}
-		// The sleep is the point: a window in which the follower reads
+		// The sleep is the point: a window in which the tally reads
 		// the bad document again, and must not warn again.
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -433,12 +433,12 @@ func startHub(t *testing.T, s *spool.Spool, cfg HubConfig) *Hub {
 	return h
 }
 
-// TestWatcherEndFromResultWhenCleared: the followed job ended (its last
+// TestFollowerEndFromResultWhenCleared: the followed job ended (its last
 // document, then its result) and the chat was cleared by the next
 // submission before the watcher read it. The last document landed before
 // the result, so it will not come back: the end is told from the result
 // at once, not after a grace (the look every CheckEvery is an hour here).
-func TestWatcherEndFromResultWhenCleared(t *testing.T) {
+func TestFollowerEndFromResultWhenCleared(t *testing.T) {
 	s := newTestSpool(t)
 	s.AppendEvent("j1", spool.Event{Text: "working"})
 	if err := s.End(spool.Ending{Result: &spool.Result{Job: "j1", Chat: "c", State: spool.Failed, Exit: ip(3)}}); err != nil {
@@ -455,7 +455,7 @@ func TestWatcherEndFromResultWhenCleared(t *testing.T) {
 	}
 	defer h.Close()
 	go h.Run(ctx)
-	w, err := NewWatcher(s, h, "c", Guards{Began: spool.Now(), Job: "j1"})
+	w, err := NewFollower(s, h, "c", Guards{Began: spool.Now(), Job: "j1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -471,5 +471,88 @@ func TestWatcherEndFromResultWhenCleared(t *testing.T) {
 	}
 	if end := got[len(got)-1]; !end.FromResult || end.State != spool.Failed || said(got) != "status:working | end:failed (exit 3)" {
 		t.Errorf("outputs %s, end %+v", said(got), end)
+	}
+}
+
+// A run's last document lands before its result (spool.End): the End it
+// carries is held until the result is there, so that whoever reads the
+// job's state after the End reads it ended. Its events are told at once.
+func TestFollowerEndWaitsForResult(t *testing.T) {
+	s := newTestSpool(t)
+	ev, err := s.AppendEvent("j1", spool.Event{Text: "working"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := &spool.Progress{Job: "j1", Chat: "c", Seq: ev.Seq, Events: []spool.Event{ev}, Done: true, State: spool.Done, Exit: ip(0)}
+	if err := s.WriteProgress(last); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	h, err := NewHub(s, HubConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	go h.Run(ctx)
+	f, err := NewFollower(s, h, "c", Guards{Began: spool.Now(), Job: "j1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out, err := f.Next(ctx, nil)
+	if err != nil || said(out) != "status:working" {
+		t.Fatalf("before the result: %s, %v (want the events and no end)", said(out), err)
+	}
+	if err := s.End(spool.Ending{Result: &spool.Result{Job: "j1", Chat: "c", State: spool.Done, Exit: ip(0)}}); err != nil {
+		t.Fatal(err)
+	}
+	var got []Output
+	for len(got) == 0 || got[len(got)-1].Kind != End {
+		out, err := f.Next(ctx, nil)
+		if err != nil {
+			t.Fatalf("after %s: %v", said(got), err)
+		}
+		if st, _ := s.State("j1"); len(out) > 0 && out[len(out)-1].Kind == End && !st.Final() {
+			t.Fatalf("the End came with the job %s", st)
+		}
+		got = append(got, out...)
+	}
+	if end := got[len(got)-1]; end.State != spool.Done {
+		t.Errorf("end %+v", end)
+	}
+}
+
+// A result that never comes (its daemon died between the two writes, and
+// the recovery is yet to come) holds the End no longer than endHold.
+func TestFollowerEndHoldIsBounded(t *testing.T) {
+	s := newTestSpool(t)
+	if err := s.WriteProgress(&spool.Progress{Job: "j1", Chat: "c", Done: true, State: spool.Failed, Exit: ip(2)}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	h, err := NewHub(s, HubConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	go h.Run(ctx)
+	f, err := NewFollower(s, h, "c", Guards{Began: spool.Now(), Job: "j1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	wake := make(chan time.Time)
+	close(wake)
+	for f.held == nil {
+		if _, err := f.Next(ctx, wake); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.heldSince = time.Now().Add(-endHold)
+	out, err := f.Next(ctx, nil)
+	if err != nil || len(out) != 1 || out[0].Kind != End || out[0].State != spool.Failed {
+		t.Fatalf("past the hold: %s, %v", said(out), err)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io/fs"
 	"strings"
@@ -11,41 +12,40 @@ import (
 	"github.com/vmspool/vmspool/spool"
 )
 
-const askUsage = `usage: spool ask [--options a,b] [--allow-empty] [--timeout D] TEXT
-
-Inside a job: asks the person TEXT (a question event with a fresh id),
-waits for chats/<chat>/answer.json to answer that id, and prints the
-answer. An answer to another question is ignored. With --options the
+var askCmd = cli.Command{
+	Name:  "ask",
+	Usage: "[--options a,b] [--allow-empty] [--timeout D] TEXT",
+	Short: "Inside a job, ask the person TEXT, wait for the answer and print it.",
+	Long: `The question is an event with a fresh id; the answer is the one
+chats/<chat>/answer.json gives that id (or spoold relays into the job's
+events). An answer to another question is ignored. With --options the
 answer is one of them; with --allow-empty an empty answer is one (else
-it is refused when given). Exit 124 on --timeout.
-`
+it is refused when given). Exit 124 on --timeout.`,
+	Flags: func(fs *flag.FlagSet) {
+		fs.String("options", "", "the answers offered, `a,b,...`")
+		fs.Bool("allow-empty", false, "an empty answer answers the question")
+		cli.Duration(fs, "timeout", 0, "give up after `D` (exit 124)")
+	},
+	Run: ask,
+}
 
 // askPoll is the safety net beside the watch, for filesystems whose
 // changes inotify does not report, and the poll where inotify cannot be
 // had.
 const askPoll = 2 * time.Second
 
-func (a *app) ask(args []string) error {
-	c := a.newCommand("ask", askUsage)
-	options := c.String("options", "", "the answers offered, `a,b,...`")
-	allowEmpty := c.Bool("allow-empty", false, "an empty answer answers the question")
-	var timeout durationFlag
-	c.Var(&timeout, "timeout", "give up after `D` (exit 124)")
-	pos, err := c.parse(args)
-	if err != nil {
-		return err
-	}
-	text := strings.Join(pos, " ")
+func ask(c *cli.Call) error {
+	text := strings.Join(c.Args, " ")
 	if strings.TrimSpace(text) == "" {
-		return usageErr("ask", "want the question's TEXT")
+		return c.Usagef("want the question's TEXT")
 	}
 	var opts []string
-	for _, o := range strings.Split(*options, ",") {
+	for _, o := range strings.Split(c.String("options"), ",") {
 		if o = strings.TrimSpace(o); o != "" {
 			opts = append(opts, o)
 		}
 	}
-	j, err := a.inJob()
+	j, err := inJob(c)
 	if err != nil {
 		return err
 	}
@@ -67,23 +67,41 @@ func (a *app) ask(args []string) error {
 	}
 	defer w.Close()
 	qid := "q" + spool.NewJobID(time.Now())
-	if _, err := s.AppendEvent(j.job, spool.Event{Type: spool.EventQuestion, ID: qid, Text: text, Options: opts, AllowEmpty: *allowEmpty}); err != nil {
+	if _, err := s.AppendEvent(j.job, spool.Event{Type: spool.EventQuestion, ID: qid, Text: text, Options: opts, AllowEmpty: c.Bool("allow-empty")}); err != nil {
 		return err
 	}
 	var deadline <-chan time.Time
-	if timeout.set {
-		t := time.NewTimer(timeout.d)
+	timeout := c.Duration("timeout")
+	if c.IsSet("timeout") {
+		t := time.NewTimer(timeout)
 		defer t.Stop()
 		deadline = t.C
 	}
-	ans, err := waitAnswer(s, j.chat, j.job, qid, w, deadline)
+	ans, relayed, err := waitAnswer(s, j.chat, j.job, qid, w, deadline)
 	if err != nil {
 		if errors.Is(err, errNoAnswer) {
-			return fail(cli.ExitTimeout, "question %s: no answer after %s", qid, timeout.d)
+			return cli.Failf(cli.ExitTimeout, "question %s: no answer after %s", qid, timeout)
 		}
 		return err
 	}
-	fmt.Fprintln(a.stdout, ans)
+	if !relayed {
+		// Taken from answer.json before spoold relayed it: the answer
+		// event is ask's to append, as the relay would have, since the
+		// relay looks only at the run's open question, and the job may ask
+		// its next one before spoold reads the file. AppendAnswer writes
+		// it unless the relay has meanwhile: one event a question. It
+		// names the run's worker and attempt, as the relay's does, when
+		// the lease says them.
+		ev := spool.Event{Type: spool.EventAnswer, ID: qid, Text: ans}
+		if l, _, err := s.ReadLease(j.job); err == nil {
+			ev.Worker, ev.Attempt = l.Worker, l.Attempt
+		}
+		if _, _, err := s.AppendAnswer(j.job, ev); err != nil {
+			// The job has its answer; only the record of it is missing.
+			fmt.Fprintf(c.Stderr, "%s: question %s: the answer is not in the job's events: %v\n", c.Name(), qid, err)
+		}
+	}
+	fmt.Fprintln(c.Stdout, ans)
 	return nil
 }
 
@@ -103,8 +121,9 @@ var errNoAnswer = errors.New("no answer")
 // waitAnswer waits for the answer to question qid: looked for at each
 // change of answer.json, and at each Look of the chat's directory (every
 // askPoll at least: a missed event, a shared filesystem, the relayed
-// answer appended to the job's events). errNoAnswer: the deadline came
-// first.
+// answer appended to the job's events). relayed says the answer came from
+// the job's events (an answer event is there already). errNoAnswer: the
+// deadline came first.
 //
 // The answer is looked for in two places: the chat's answer.json, and the
 // job's own events, where spoold relays it as an `answer` event once it
@@ -113,35 +132,35 @@ var errNoAnswer = errors.New("no answer")
 // later run reads it as its own), and between two polls of a shared
 // filesystem that can come before the job has seen it (TestMultiHost, on
 // GlusterFS: the question timed out though spoold had relayed the answer).
-func waitAnswer(s *spool.Spool, chat, job, qid string, w *spool.Watch, deadline <-chan time.Time) (string, error) {
+func waitAnswer(s *spool.Spool, chat, job, qid string, w *spool.Watch, deadline <-chan time.Time) (ans string, relayed bool, err error) {
 	events := s.NewEventReader(job)
 	for {
-		relayed, found := "", false
+		text, found := "", false
 		events.Each(func(ev spool.Event) {
 			if ev.Type == spool.EventAnswer && ev.ID == qid && !found {
-				relayed, found = ev.Text, true
+				text, found = ev.Text, true
 			}
 		})
 		if found {
-			return relayed, nil
+			return text, true, nil
 		}
-		ans, err := s.ReadAnswer(chat)
+		a, err := s.ReadAnswer(chat)
 		switch {
-		case err == nil && ans.Question == qid:
-			return ans.Answer, nil
+		case err == nil && a.Question == qid:
+			return a.Answer, false, nil
 		// What is not an answer (a symlink or a FIFO planted there, a
 		// huge file) is waited past like a stale one: `spool answer`
 		// replaces it, and spoold does not take it either.
 		case err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, spool.ErrCorrupt) &&
 			!errors.Is(err, spool.ErrNotRegular) && !errors.Is(err, spool.ErrTooLarge):
-			return "", err
+			return "", false, err
 		}
 		for look := false; !look; {
 			select {
 			case c := <-w.C:
 				look = c.Op == spool.Look || c.Name == spool.AnswerFile
 			case <-deadline:
-				return "", errNoAnswer
+				return "", false, errNoAnswer
 			}
 		}
 	}

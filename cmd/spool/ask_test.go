@@ -35,11 +35,11 @@ func TestWaitAnswerRelayed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := waitAnswer(s, "c", job, "q1", w, time.After(3*time.Second))
-	if err != nil || got != "yes" {
+	got, relayed, err := waitAnswer(s, "c", job, "q1", w, time.After(3*time.Second))
+	if err != nil || got != "yes" || !relayed {
 		t.Errorf("waitAnswer = %q, %v; want the relayed answer, yes", got, err)
 	}
-	if _, err := waitAnswer(s, "c", job, "q2", w, time.After(100*time.Millisecond)); err != errNoAnswer {
+	if _, _, err := waitAnswer(s, "c", job, "q2", w, time.After(100*time.Millisecond)); err != errNoAnswer {
 		t.Errorf("an unanswered question: %v; want errNoAnswer", err)
 	}
 }

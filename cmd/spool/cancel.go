@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"os/user"
@@ -10,20 +11,23 @@ import (
 	"github.com/vmspool/vmspool/spool"
 )
 
-const cancelUsage = `usage: spool cancel JOB [--wait] [--timeout D]
+var cancelCmd = cli.Command{
+	Name:  "cancel",
+	Usage: "JOB [--wait] [--timeout D]",
+	Short: "Request a cancel of a job, and with --wait wait for its end.",
+	Long: `Writes <job>.cancel, which the daemon running the job (or the next to
+claim it) acts on. A job that has already ended is left as it is (exit
+0, says so). With --wait, waits until the job has a final state and
+prints it; exit 124 if --timeout passes first. Exit 1: no such job.`,
+	Flags: func(fs *flag.FlagSet) {
+		fs.Bool("wait", false, "wait until the job has ended, and print its state")
+		cli.Duration(fs, "timeout", 0, "with --wait, give up after `D` (0: never)")
+	},
+	Run: cancel,
+}
 
-Requests a cancel: writes <job>.cancel, which the daemon running the job
-(or the next to claim it) acts on. A job that has already ended is left as
-it is (exit 0, says so). With --wait, waits until the job has a final state
-and prints it; exit 124 if --timeout passes first. Exit 1: no such job.
-`
-
-func (a *app) cancel(args []string) error {
-	c := a.newCommand("cancel", cancelUsage)
-	wait := c.Bool("wait", false, "wait until the job has ended, and print its state")
-	var timeout durationFlag
-	c.Var(&timeout, "timeout", "with --wait, give up after `D`")
-	s, job, err := c.openJob(args)
+func cancel(c *cli.Call) error {
+	s, job, err := withJob(c)
 	if err != nil {
 		return err
 	}
@@ -33,7 +37,7 @@ func (a *app) cancel(args []string) error {
 		return err
 	}
 	if st.Final() {
-		fmt.Fprintf(a.stdout, "%s already %s\n", job, st)
+		fmt.Fprintf(c.Stdout, "%s already %s\n", job, st)
 		return nil
 	}
 	who := "spool cancel"
@@ -44,15 +48,15 @@ func (a *app) cancel(args []string) error {
 	if err := s.RequestCancel(job, fmt.Sprintf("%s on %s at %s", who, host, time.Now().UTC().Format(time.RFC3339))); err != nil {
 		return err
 	}
-	if !*wait {
-		fmt.Fprintf(a.stdout, "%s cancel requested\n", job)
+	if !c.Bool("wait") {
+		fmt.Fprintf(c.Stdout, "%s cancel requested\n", job)
 		return nil
 	}
-	st, err = waitEnded(s, job, timeout.d)
+	st, err = waitEnded(s, job, c.Duration("timeout"))
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "%s %s\n", job, st)
+	fmt.Fprintf(c.Stdout, "%s %s\n", job, st)
 	return nil
 }
 
@@ -91,38 +95,8 @@ func waitEnded(s *spool.Spool, job string, timeout time.Duration) (spool.State, 
 				j, _, ok := spool.SplitName(c.Name)
 				look = c.Op == spool.Look || ok && j == job
 			case <-deadline:
-				return "", fail(cli.ExitTimeout, "job %s: not ended after %s", job, timeout)
+				return "", cli.Failf(cli.ExitTimeout, "job %s: not ended after %s", job, timeout)
 			}
 		}
 	}
-}
-
-const requeueUsage = `usage: spool requeue JOB
-
-Queues a failed or cancelled job again, by renaming its result to its
-marker; the next claim starts a new budget of attempts. Exit 1 if the job
-is not failed or cancelled (or does not exist).
-`
-
-func (a *app) requeue(args []string) error {
-	c := a.newCommand("requeue", requeueUsage)
-	s, job, err := c.openJob(args)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	// A job queued again must be able to run: without a readable spec its
-	// marker would be a marker without a spec.
-	if _, err := s.State(job); err != nil {
-		return err
-	}
-	if _, err := s.ReadSpec(job); err != nil {
-		return fail(codeOf(err), "%v; not queued again", err)
-	}
-	st, err := s.RequeueEnded(job)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(a.stdout, "%s queued again (was %s)\n", job, st)
-	return nil
 }

@@ -1,39 +1,39 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 
+	"github.com/vmspool/vmspool/internal/cli"
 	"github.com/vmspool/vmspool/spool"
 )
 
-const gcUsage = `usage: spool gc [--older D] [--dry-run]
+var gcCmd = cli.Command{
+	Name:  "gc",
+	Usage: "[--older D] [--dry-run]",
+	Short: "For cron, remove the files of jobs that ended more than D ago.",
+	Long: `D is 7d by default, judged by the result's mtime; the files are the
+spec, result, events, log and cancel. Never a queued, new or running
+job's. Then removes progress/<chat> and chats/<chat>/ of chats that no
+live job names, when they are older than D too. Prints each name
+removed, one a line; with --dry-run, what would be, removing nothing.`,
+	Flags: func(fs *flag.FlagSet) {
+		cli.Duration(fs, "older", spool.DefaultGCAge, "remove what ended more than `D` ago (45m, 2h, 7d)")
+		fs.Bool("dry-run", false, "print what would be removed, and remove nothing")
+	},
+	Run: gc,
+}
 
-For cron: removes the files of jobs that ended more than D ago (default 7d,
-judged by the result's mtime): spec, result, events, log, cancel. Never a
-queued, new or running job's. Then removes progress/<chat> and chats/<chat>/
-of chats that no live job names, when they are older than D too. Prints
-each name removed, one a line; with --dry-run, what would be, removing
-nothing.
-`
-
-func (a *app) gc(args []string) error {
-	c := a.newCommand("gc", gcUsage)
-	older := durationFlag{d: spool.DefaultGCAge}
-	c.Var(&older, "older", "remove what ended more than `D` ago (45m, 2h, 7d; default 7d)")
-	dry := c.Bool("dry-run", false, "print what would be removed, and remove nothing")
-	pos, err := c.parse(args)
-	if err != nil {
+func gc(c *cli.Call) error {
+	if err := c.NoOperands(); err != nil {
 		return err
 	}
-	if len(pos) > 0 {
-		return usageErr("gc", "unexpected argument %q", pos[0])
-	}
-	s, err := a.open()
+	s, err := open(c)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	return s.GC(spool.GCOptions{Older: older.d, DryRun: *dry}, func(name string) {
-		fmt.Fprintln(a.stdout, name)
+	return s.GC(spool.GCOptions{Older: c.Duration("older"), DryRun: c.Bool("dry-run")}, func(name string) {
+		fmt.Fprintln(c.Stdout, name)
 	})
 }

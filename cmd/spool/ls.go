@@ -3,41 +3,43 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/vmspool/vmspool/internal/cli"
 	"github.com/vmspool/vmspool/spool"
 )
 
-const lsUsage = `usage: spool ls [--json] [--state S]
+var lsCmd = cli.Command{
+	Name:  "ls",
+	Usage: "[--json] [--state S]",
+	Short: "List the jobs, one line a job, oldest first.",
+	Long: `Each line: id, state, chat, age (since submit), attempt, and a note (a
+retry's wait, the exit or error of an ended job, a document that cannot
+be read). --json prints one JSON object a line.`,
+	Flags: func(fs *flag.FlagSet) {
+		fs.Bool("json", false, "one JSON object a line, for scripts")
+		fs.String("state", "", "only jobs in state `S` (new, queued, running, done, failed, cancelled)")
+	},
+	Run: ls,
+}
 
-Lists the jobs, oldest first: id, state, chat, age (since submit), attempt,
-and a note (a retry's wait, the exit or error of an ended job, a document
-that cannot be read). --json prints one JSON object a line.
-`
-
-func (a *app) ls(args []string) error {
-	c := a.newCommand("ls", lsUsage)
-	asJSON := c.Bool("json", false, "one JSON object a line, for scripts")
-	state := c.String("state", "", "only jobs in state `S` (new, queued, running, done, failed, cancelled)")
-	pos, err := c.parse(args)
-	if err != nil {
+func ls(c *cli.Call) error {
+	if err := c.NoOperands(); err != nil {
 		return err
 	}
-	if len(pos) > 0 {
-		return usageErr("ls", "unexpected argument %q", pos[0])
-	}
 	var st spool.State
-	if *state != "" {
+	if state := c.String("state"); state != "" {
 		var ok bool
-		if st, ok = spool.ParseState(*state); !ok {
-			return usageErr("ls", "--state %q: want new, queued, running, done, failed or cancelled", *state)
+		if st, ok = spool.ParseState(state); !ok {
+			return c.Usagef("--state %q: want new, queued, running, done, failed or cancelled", state)
 		}
 	}
-	s, err := a.open()
+	s, err := open(c)
 	if err != nil {
 		return err
 	}
@@ -50,9 +52,9 @@ func (a *app) ls(args []string) error {
 	if err != nil {
 		return err
 	}
-	w := bufio.NewWriterSize(a.stdout, 64<<10)
+	w := bufio.NewWriterSize(c.Stdout, 64<<10)
 	defer w.Flush()
-	if *asJSON {
+	if c.Bool("json") {
 		enc := json.NewEncoder(w)
 		for i := range rows {
 			if err := enc.Encode(&rows[i]); err != nil {

@@ -2,41 +2,24 @@ package main
 
 import (
 	"bytes"
+	"flag"
+	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/vmspool/vmspool/internal/cli"
 	"github.com/vmspool/vmspool/spool"
 )
 
-func testApp(env map[string]string) (*app, *bytes.Buffer, *bytes.Buffer) {
-	var out, errb bytes.Buffer
-	return &app{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: func(k string) string { return env[k] }}, &out, &errb
-}
-
-func TestParseDuration(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want time.Duration
-		ok   bool
-	}{
-		{"45m", 45 * time.Minute, true},
-		{"7d", 7 * 24 * time.Hour, true},
-		{"1.5d", 36 * time.Hour, true},
-		{"90", 90 * time.Second, true},
-		{"0.5", 500 * time.Millisecond, true},
-		{"1h30m", 90 * time.Minute, true},
-		{"-1s", 0, false},
-		{"soon", 0, false},
-		{"d", 0, false},
-	} {
-		d, err := parseDuration(tc.in)
-		if (err == nil) != tc.ok || d != tc.want {
-			t.Errorf("parseDuration(%q) = %v, %v", tc.in, d, err)
-		}
-	}
+// run runs the spool command as main does, with env for its environment.
+func run(env map[string]string, stdout io.Writer, args ...string) (int, *bytes.Buffer) {
+	var errb bytes.Buffer
+	code := prog.Run(args, cli.IO{Stdin: strings.NewReader(""), Stdout: stdout, Stderr: &errb,
+		Getenv: func(k string) string { return env[k] }})
+	return code, &errb
 }
 
 func TestAge(t *testing.T) {
@@ -52,15 +35,18 @@ func TestAge(t *testing.T) {
 
 // Flags may stand after the arguments; after "--" everything is ARGV.
 func TestParseInterleaved(t *testing.T) {
-	a, _, _ := testApp(nil)
-	c := a.newCommand("x", "usage")
-	j := c.Bool("json", false, "")
-	pos, err := c.parse([]string{"JOB", "--json", "--", "-v", "--json"})
-	if err != nil || !*j || strings.Join(pos, " ") != "JOB -v --json" {
-		t.Errorf("parse = %q, %v, json %v", pos, err, *j)
+	var got []string
+	p := &cli.Program{Name: "x", Usage: "C"}
+	p.Register(cli.Command{Name: "c", Short: "c", Flags: func(fs *flag.FlagSet) { fs.Bool("json", false, "") },
+		Run: func(c *cli.Call) error {
+			got = append(c.Args, fmt.Sprint(c.Bool("json")))
+			return nil
+		}})
+	if code := p.Run([]string{"c", "JOB", "--json", "--", "-v", "--json"}, cli.IO{Stdout: io.Discard, Stderr: io.Discard}); code != 0 || strings.Join(got, " ") != "JOB -v --json true" {
+		t.Errorf("parse = %q, exit %d", got, code)
 	}
-	if _, err := a.newCommand("x", "").parse([]string{"--nope"}); codeOf(err) != 2 {
-		t.Errorf("unknown flag: %v (code %d)", err, codeOf(err))
+	if code := p.Run([]string{"c", "--nope"}, cli.IO{Stdout: io.Discard, Stderr: io.Discard}); code != 2 {
+		t.Errorf("unknown flag: exit %d", code)
 	}
 }
 
@@ -89,8 +75,8 @@ func TestRunExitCodes(t *testing.T) {
 		{[]string{"--spool"}, 2},
 		{[]string{"--spool", filepath.Join(dir, "nope"), "ls"}, 2},
 	} {
-		a, _, errb := testApp(env)
-		if got := a.run(tc.args); got != tc.code {
+		got, errb := run(env, io.Discard, tc.args...)
+		if got != tc.code {
 			t.Errorf("spool %q: exit %d, want %d (%s)", tc.args, got, tc.code, errb)
 		}
 		if n := strings.Count(errb.String(), "\n"); tc.code != 0 && len(tc.args) > 0 && n != 1 {
@@ -113,9 +99,7 @@ func BenchmarkLs(b *testing.B) {
 	for _, args := range [][]string{{"ls"}, {"ls", "--json"}, {"ls", "--state", "queued"}} {
 		b.Run(strings.Join(args, " "), func(b *testing.B) {
 			for b.Loop() {
-				a, _, errb := testApp(env)
-				a.stdout = io.Discard
-				if code := a.run(args); code != 0 {
+				if code, errb := run(env, io.Discard, args...); code != 0 {
 					b.Fatal(errb)
 				}
 			}

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -13,12 +14,16 @@ import (
 	"github.com/vmspool/vmspool/spool"
 )
 
-const showUsage = `usage: spool show JOB [--json]
-
-Shows a job: its state and files, its spec, its lease (running) or result
-(ended), its last events, and its chat's progress. Exits 1 if there is no
-such job, 2 for an invalid id.
-`
+var showCmd = cli.Command{
+	Name:  "show",
+	Usage: "JOB [--json]",
+	Short: "Show a job's state, files, spec, lease or result, events and progress.",
+	Long: `The lease is a running job's, the result an ended one's; the events are
+its last ones, the progress its chat's. Exits 1 if there is no such job,
+2 for an invalid id.`,
+	Flags: func(fs *flag.FlagSet) { fs.Bool("json", false, "print one JSON document") },
+	Run:   show,
+}
 
 // showEvents is how many of the last events show prints.
 const showEvents = 10
@@ -44,10 +49,8 @@ type markerView struct {
 	Attempt   int     `json:"attempt"`
 }
 
-func (a *app) show(args []string) error {
-	c := a.newCommand("show", showUsage)
-	asJSON := c.Bool("json", false, "print one JSON document")
-	s, job, err := c.openJob(args)
+func show(c *cli.Call) error {
+	s, job, err := withJob(c)
 	if err != nil {
 		return err
 	}
@@ -56,12 +59,12 @@ func (a *app) show(args []string) error {
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		enc := json.NewEncoder(a.stdout)
+	if c.Bool("json") {
+		enc := json.NewEncoder(c.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(v)
 	}
-	printView(a.stdout, v, time.Now())
+	printView(c.Stdout, v, time.Now())
 	return nil
 }
 
@@ -72,7 +75,7 @@ func view(s *spool.Spool, job string) (*jobView, error) {
 	}
 	st, ok := f.State()
 	if !ok {
-		return nil, fail(cli.ExitFail, "job %s: no such job in %s", job, s.Dir)
+		return nil, cli.Failf(cli.ExitFail, "job %s: no such job in %s", job, s.RootPath)
 	}
 	v := &jobView{Job: job, State: st, Events: []spool.Event{}}
 	for _, ext := range []string{spool.ExtSpec, spool.ExtReady, spool.ExtRunning, spool.ExtDone, spool.ExtFailed,

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,28 +14,43 @@ import (
 	"github.com/vmspool/vmspool/spool"
 )
 
-const submitUsage = `usage: spool submit --chat C [--timeout D] [--attempts N] [--cwd DIR] [--env K=V]... [--id ID] -- ARGV...
-       spool submit --chat C [flags] --script FILE|-
-       spool submit --spec FILE|-
-       spool submit --batch FILE|-
-
-Queues a job: writes <job>.json, removes progress/<chat> and
-chats/<chat>/answer.json, then creates <job>.ready (docs/contract.md, invariant 6).
-Prints the job id (a ULID unless --id). Nothing is written on bad input.
-Below the spool's free-space floor (64 MiB, 1 % or 1,000 inodes free;
+var submitCmd = cli.Command{
+	Name: "submit",
+	Usage: `--chat C [--timeout D] [--attempts N] [--cwd DIR] [--env K=V]... [--id ID] -- ARGV...
+--chat C [flags] --script FILE|-
+--spec FILE|-
+--batch FILE|-`,
+	Short: "Queue a job that runs ARGV or a script, and print its id.",
+	Long: `Writes <job>.json, removes progress/<chat> and chats/<chat>/answer.json,
+then creates <job>.ready (docs/contract.md, invariant 6). Prints the job
+id (a ULID unless --id). Nothing is written on bad input. Below the
+spool's free-space floor (64 MiB, 1 % or 1,000 inodes free;
 $SPOOL_MIN_FREE, $SPOOL_MIN_FREE_PERCENT, $SPOOL_MIN_FREE_INODES, 0 for
 off) the job is refused.
 
 --batch queues one spec document a line (JSON, as --spec takes; blank
 lines are skipped) in one process, and prints one id a line: the specs
 are made durable together, then the markers (docs/spool-format.md). A bad
-line stops it with its number, and nothing of the batch is queued.
-`
+line stops it with its number, and nothing of the batch is queued.`,
+	Flags: func(fs *flag.FlagSet) {
+		fs.String("chat", "", "the chat `C` the job runs for (required)")
+		cli.Duration(fs, "timeout", 0, "kill the job after `D` (45m, 2h, 7d, or seconds)")
+		fs.Int("attempts", 0, "how many times the job may be started in all (default 1)")
+		fs.String("cwd", "", "the job's working `DIR` (relative to here)")
+		fs.Var(envList{}, "env", "set `K=V` in the job's environment (repeatable)")
+		fs.String("id", "", "the job's `ID` (default: a fresh ULID)")
+		fs.String("script", "", "run the script in `FILE` (- for stdin) through the gate")
+		fs.String("spec", "", "queue the spec document in `FILE` (- for stdin)")
+		fs.String("batch", "", "queue the spec documents in `FILE` (- for stdin), one a line")
+	},
+	Run: submit,
+}
 
 // envList collects repeated --env K=V.
 type envList map[string]string
 
 func (e envList) String() string { return "" }
+func (e envList) Get() any       { return map[string]string(e) }
 func (e envList) Set(s string) error {
 	k, v, ok := strings.Cut(s, "=")
 	if !ok || k == "" {
@@ -44,38 +60,28 @@ func (e envList) Set(s string) error {
 	return nil
 }
 
-func (a *app) submit(args []string) error {
-	c := a.newCommand("submit", submitUsage)
-	chat := c.String("chat", "", "the chat `C` the job runs for (required)")
-	var timeout durationFlag
-	c.Var(&timeout, "timeout", "kill the job after `D` (45m, 2h, or seconds)")
-	attempts := c.Int("attempts", 0, "how many times the job may be started in all (default 1)")
-	cwd := c.String("cwd", "", "the job's working `DIR` (relative to here)")
-	env := envList{}
-	c.Var(env, "env", "set `K=V` in the job's environment (repeatable)")
-	id := c.String("id", "", "the job's `ID` (default: a fresh ULID)")
-	script := c.String("script", "", "run the script in `FILE` (- for stdin) through the gate")
-	specFile := c.String("spec", "", "queue the spec document in `FILE` (- for stdin)")
-	batch := c.String("batch", "", "queue the spec documents in `FILE` (- for stdin), one a line")
-	argv, err := c.parse(args)
-	if err != nil {
-		return err
-	}
+func submit(c *cli.Call) error {
+	chat, cwd, id := c.String("chat"), c.String("cwd"), c.String("id")
+	script, specFile, batch := c.String("script"), c.String("spec"), c.String("batch")
+	attempts := c.Int("attempts")
+	env := c.Flag("env").(envList)
+	argv := c.Args
 	bad := func(format string, args ...any) error { return cli.Usagef(format, args...) }
-	if *batch != "" {
-		if *chat != "" || *script != "" || *specFile != "" || len(argv) > 0 || len(env) > 0 || *cwd != "" || timeout.set || *attempts != 0 || *id != "" {
-			return usageErr("submit", "--batch takes every job from its lines; give no other job flags or ARGV")
+	if batch != "" {
+		if chat != "" || script != "" || specFile != "" || len(argv) > 0 || len(env) > 0 || cwd != "" || c.IsSet("timeout") || attempts != 0 || id != "" {
+			return c.Usagef("--batch takes every job from its lines; give no other job flags or ARGV")
 		}
-		return a.submitBatch(*batch)
+		return submitBatch(c, batch)
 	}
 	var sp *spool.Spec
-	if *specFile != "" {
-		if *chat != "" || *script != "" || len(argv) > 0 || len(env) > 0 || *cwd != "" || timeout.set || *attempts != 0 {
-			return usageErr("submit", "--spec takes the whole job from its document; give no other job flags or ARGV")
+	var err error
+	if specFile != "" {
+		if chat != "" || script != "" || len(argv) > 0 || len(env) > 0 || cwd != "" || c.IsSet("timeout") || attempts != 0 {
+			return c.Usagef("--spec takes the whole job from its document; give no other job flags or ARGV")
 		}
-		sp, err = a.specFromFile(*specFile, *id)
+		sp, err = specFromFile(c, specFile, id)
 	} else {
-		sp, err = a.specFromFlags(&spool.Spec{ID: *id, Chat: *chat, Cwd: *cwd, Timeout: spool.Duration(timeout.d), Attempts: *attempts}, env, *script, argv)
+		sp, err = specFromFlags(c, &spool.Spec{ID: id, Chat: chat, Cwd: cwd, Timeout: spool.Duration(c.Duration("timeout")), Attempts: attempts}, env, script, argv)
 	}
 	if err != nil {
 		return err
@@ -92,7 +98,7 @@ func (a *app) submit(args []string) error {
 	if err := sp.Validate(); err != nil {
 		return bad("%v", err)
 	}
-	s, err := a.openToSubmit()
+	s, err := openToSubmit(c)
 	if err != nil {
 		return err
 	}
@@ -103,14 +109,14 @@ func (a *app) submit(args []string) error {
 		// (read-only, full) is the caller's input to fix.
 		return bad("%v", err)
 	}
-	fmt.Fprintln(a.stdout, job)
+	fmt.Fprintln(c.Stdout, job)
 	return nil
 }
 
 // specFromFile reads the spec document of --spec (- for stdin); id, if
 // given, must agree with the document's own.
-func (a *app) specFromFile(file, id string) (*spool.Spec, error) {
-	b, err := a.readInput(file)
+func specFromFile(c *cli.Call, file, id string) (*spool.Spec, error) {
+	b, err := readInput(c, file)
 	if err != nil {
 		return nil, cli.Usagef("spec %s: %v", file, err)
 	}
@@ -129,9 +135,9 @@ func (a *app) specFromFile(file, id string) (*spool.Spec, error) {
 
 // specFromFlags completes sp from the command line: the environment, and
 // what runs, ARGV or the script in a file (- for stdin).
-func (a *app) specFromFlags(sp *spool.Spec, env envList, script string, argv []string) (*spool.Spec, error) {
+func specFromFlags(c *cli.Call, sp *spool.Spec, env envList, script string, argv []string) (*spool.Spec, error) {
 	if sp.Chat == "" {
-		return nil, usageErr("submit", "--chat is required")
+		return nil, c.Usagef("--chat is required")
 	}
 	// A relative --cwd means the caller's, not the daemon's.
 	if sp.Cwd != "" && !filepath.IsAbs(sp.Cwd) {
@@ -146,9 +152,9 @@ func (a *app) specFromFlags(sp *spool.Spec, env envList, script string, argv []s
 	}
 	switch {
 	case script != "" && len(argv) > 0:
-		return nil, usageErr("submit", "give ARGV or --script, not both")
+		return nil, c.Usagef("give ARGV or --script, not both")
 	case script != "":
-		b, err := a.readInput(script)
+		b, err := readInput(c, script)
 		if err != nil {
 			return nil, cli.Usagef("script %s: %v", script, err)
 		}
@@ -158,7 +164,7 @@ func (a *app) specFromFlags(sp *spool.Spec, env envList, script string, argv []s
 		s := string(b)
 		sp.Script = &s
 	case len(argv) == 0:
-		return nil, usageErr("submit", "nothing to run: give ARGV after -- or --script FILE")
+		return nil, c.Usagef("nothing to run: give ARGV after -- or --script FILE")
 	default:
 		sp.Argv = argv
 	}
@@ -168,12 +174,12 @@ func (a *app) specFromFlags(sp *spool.Spec, env envList, script string, argv []s
 // openToSubmit opens the spool with the free-space floor of the
 // environment: below it a submit is refused, as spoold stops claiming, so
 // that a runaway job filling the disk does not take the queue with it.
-func (a *app) openToSubmit() (*spool.Spool, error) {
-	floor, err := spool.FloorFromEnv(a.getenv)
+func openToSubmit(c *cli.Call) (*spool.Spool, error) {
+	floor, err := spool.FloorFromEnv(c.Getenv)
 	if err != nil {
 		return nil, cli.Usagef("%v", err)
 	}
-	s, err := a.open()
+	s, err := open(c)
 	if err != nil {
 		return nil, err
 	}
@@ -183,9 +189,9 @@ func (a *app) openToSubmit() (*spool.Spool, error) {
 
 // submitBatch queues the specs of name, one a line: every line is parsed
 // and checked first, so that a bad one queues nothing.
-func (a *app) submitBatch(name string) error {
+func submitBatch(c *cli.Call, name string) error {
 	bad := func(format string, args ...any) error { return cli.Usagef(format, args...) }
-	r, err := a.openInput(name)
+	r, err := openInput(c, name)
 	if err != nil {
 		return bad("batch %s: %v", name, err)
 	}
@@ -218,13 +224,13 @@ func (a *app) submitBatch(name string) error {
 	if len(specs) == 0 {
 		return bad("batch %s: no spec in it", name)
 	}
-	s, err := a.openToSubmit()
+	s, err := openToSubmit(c)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
 	ids, err := s.SubmitBatch(specs)
-	w := bufio.NewWriter(a.stdout)
+	w := bufio.NewWriter(c.Stdout)
 	for _, id := range ids {
 		w.WriteString(id + "\n")
 	}
@@ -240,8 +246,8 @@ func (a *app) submitBatch(name string) error {
 }
 
 // readInput reads a whole file, or stdin for "-".
-func (a *app) readInput(name string) ([]byte, error) {
-	r, err := a.openInput(name)
+func readInput(c *cli.Call, name string) ([]byte, error) {
+	r, err := openInput(c, name)
 	if err != nil {
 		return nil, err
 	}
@@ -255,9 +261,9 @@ func (a *app) readInput(name string) ([]byte, error) {
 }
 
 // openInput opens a plain file to read, or stdin for "-".
-func (a *app) openInput(name string) (io.ReadCloser, error) {
+func openInput(c *cli.Call, name string) (io.ReadCloser, error) {
 	if name == "-" {
-		return io.NopCloser(a.stdin), nil
+		return io.NopCloser(c.Stdin), nil
 	}
 	f, err := os.Open(name)
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,19 +21,25 @@ import (
 	"github.com/vmspool/vmspool/vmgate"
 )
 
-const usage = `usage: spoold [--spool DIR] [--workers N] [--lease D] [--grace D] [--kill-grace D]
-              [--host NAME] [--worker NAME] [--poll D] [--rescan D] [--max-timeout D]
-              [--commit-tool NAME] [--metrics-file PATH] [--metrics-every D] [--log-level L]
-              [--max-log SIZE] [--max-events SIZE] [--max-event-rate N] [--limits-ceiling N]
-              [--min-free SIZE] [--min-free-percent P] [--min-free-inodes N]
-              [--script-env NAMES] [--cgroup auto|on|off]
+var prog = &cli.Program{Name: "spoold"}
 
-Runs the spool's queue until SIGTERM or SIGINT; then stops claiming, lets
-running jobs finish for --grace, and puts any still running back in the
-queue (or ends them, per their attempts) before it exits 0. A second
-signal ends them at once. docs/spoold.md says how it runs and recovers jobs.
-
-`
+func init() {
+	prog.Register(cli.Command{
+		Usage: `[--spool DIR] [--workers N] [--lease D] [--grace D] [--kill-grace D]
+       [--host NAME] [--worker NAME] [--poll D] [--rescan D] [--max-timeout D]
+       [--commit-tool NAME] [--metrics-file PATH] [--metrics-every D] [--log-level L]
+       [--max-log SIZE] [--max-events SIZE] [--max-event-rate N] [--limits-ceiling N]
+       [--min-free SIZE] [--min-free-percent P] [--min-free-inodes N]
+       [--script-env NAMES] [--cgroup auto|on|off]`,
+		Short: "Runs the spool's queue until SIGTERM or SIGINT.",
+		Long: `Then it stops claiming, lets running jobs finish for --grace, and puts
+any still running back in the queue (or ends them, per their attempts)
+before it exits 0. A second signal ends them at once. docs/spoold.md
+says how it runs and recovers jobs.`,
+		Flags: declareFlags,
+		Run:   run,
+	})
+}
 
 // clockOffsetEnv moves spoold's clock by a duration, to play a host whose
 // clock is off in tests of many hosts on one machine (Go's clock does not
@@ -45,33 +50,27 @@ const clockOffsetEnv = "VMSPOOL_TEST_CLOCK_OFFSET"
 // it (credentials, NOTIFY_SOCKET, the caller's SPOOL_*) stays out.
 var jobEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "TERM"}
 
-func main() {
-	os.Exit(run(os.Args[1:], os.Stderr))
-}
+func main() { prog.Main() }
 
-func run(args []string, stderr io.Writer) int {
-	// Signals are caught from the very start: a SIGTERM that comes while
-	// the tree is being made must find the handler (and is acted on once
-	// the daemon runs), not the default action.
+// run is spoold: flags, the configuration, the daemon run until the
+// signals say stop.
+func run(c *cli.Call) error {
+	// Signals are caught before anything is made: a SIGTERM that comes
+	// while the tree is being made must find the handler (and is acted on
+	// once the daemon runs), not the default action.
 	sig := cli.CatchSignals()
 	defer sig.Stop()
-	return cli.Report(stderr, "spoold", serve(sig, args, stderr))
-}
-
-// serve is spoold: flags, the configuration, the daemon run until the
-// signals say stop.
-func serve(sig *cli.Signals, args []string, stderr io.Writer) error {
-	f, err := parseFlags(args)
+	f, err := parseFlags(c)
 	if err != nil {
 		return err
 	}
-	log, err := ops.Logger(stderr, f.logLevel)
+	log, err := ops.Logger(c.Stderr, f.logLevel)
 	if err != nil {
-		return cli.Usagef("%v (see spoold -h)", err)
+		return c.Usagef("%v", err)
 	}
 	gate, err := vmgate.New(vmgate.WithCommitTool(f.commitTool))
 	if err != nil {
-		return cli.Usagef("%v (see spoold -h)", err)
+		return c.Usagef("%v", err)
 	}
 	s, err := openSpool(f.dir)
 	if err != nil {
@@ -82,7 +81,7 @@ func serve(sig *cli.Signals, args []string, stderr io.Writer) error {
 	if err != nil {
 		log.WithError(err).Warn("cannot tell the spool's filesystem: its settings are not checked")
 	} else if err := spoold.CheckShared(fsys, f.poll, f.lease, f.killGrace); err != nil {
-		return cli.Usagef("spool %s: %v", s.Dir, err)
+		return cli.Usagef("spool %s: %v", s.RootPath, err)
 	}
 	if f.clockOffset != 0 {
 		// Tests only: a host whose clock is off (docs/spoold.md, "Clocks").
@@ -114,7 +113,7 @@ func serve(sig *cli.Signals, args []string, stderr io.Writer) error {
 	})
 	// The watchdog is pinged while the spool answers a stat: a spool gone
 	// or hung gets the unit restarted rather than kept "alive".
-	svc.Watchdog(ctx, ops.DirHealth(s.Dir))
+	svc.Watchdog(ctx, ops.DirHealth(s.RootPath))
 	// The textfile outlives ctx: its last write, after the jobs ended,
 	// holds the final counts.
 	stopMetrics := svc.Textfile(write, f.metricsEvery)
@@ -139,53 +138,48 @@ type flags struct {
 	cgroup                                              string
 }
 
-// parseFlags reads and checks the command line. After -h and --version
-// it returns cli.ErrHelp, having said them on stdout.
-func parseFlags(args []string) (f flags, err error) {
-	fs := flag.NewFlagSet("spoold", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.StringVar(&f.dir, "spool", "", "the spool `DIR` (default $SPOOL_DIR, $JOBS_DIR, then the system default)")
-	fs.IntVar(&f.workers, "workers", 1, "jobs run at once by this daemon")
-	cli.DurationVar(fs, &f.lease, "lease", spool.DefaultLease, "lease; heartbeat every lease/3, recovery every lease")
-	cli.DurationVar(fs, &f.grace, "grace", 10*time.Second, "how long a shutdown waits for running jobs")
-	cli.DurationVar(fs, &f.killGrace, "kill-grace", 5*time.Second, "between SIGTERM and SIGKILL to a job's process group")
-	fs.StringVar(&f.host, "host", "", "this host's name in leases (default the host name)")
-	fs.StringVar(&f.worker, "worker", "", "this daemon's name in leases (default host:pid)")
-	cli.DurationVar(fs, &f.poll, "poll", 0, "rescan every D instead of inotify (shared filesystems)")
-	cli.DurationVar(fs, &f.rescan, "rescan", 30*time.Second, "safety-net rescan interval with inotify")
-	cli.DurationVar(fs, &f.maxTimeout, "max-timeout", 0, "cap on every job's timeout, and the timeout of jobs without one (0: none)")
-	fs.StringVar(&f.commitTool, "commit-tool", vmgate.DefaultCommitTool, "the commit tool the gate's refusals name")
-	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.StringVar(&f.metricsOut, "metrics-file", "", "node_exporter textfile `PATH` for the metrics (default <spool>/metrics/spoold-<host>.prom; off: none)")
-	cli.DurationVar(fs, &f.metricsEvery, "metrics-every", ops.DefaultTextfileEvery, "how often the metrics textfile is written")
-	maxLog := fs.String("max-log", "64MiB", "cut a job's log back when it passes `SIZE` (0: no limit)")
-	maxEvents := fs.String("max-events", "64MiB", "end a job whose events pass `SIZE` (0: no limit)")
-	eventRate := fs.Int("max-event-rate", 100, "relay at most `N` events a second of a job to its chat (0: no limit)")
-	ceiling := fs.Int("limits-ceiling", 4, "a spec's \"limits\" may ask for up to `N` times the limits above")
-	minFree := fs.String("min-free", spool.FormatSizeFlag(spool.DefaultFloor.Bytes), "claim no new job while less than `SIZE` is free (0: off)")
-	fs.Float64Var(&f.floor.Percent, "min-free-percent", spool.DefaultFloor.Percent, "nor while less than `P` percent is free (0: off)")
-	fs.Int64Var(&f.floor.Inodes, "min-free-inodes", spool.DefaultFloor.Inodes, "nor while fewer than `N` inodes are free (0: off)")
-	scriptEnv := fs.String("script-env", "", "`NAMES` (comma-separated; PREFIX* for a prefix) a script job's spec may set beyond the default allowlist")
-	fs.StringVar(&f.cgroup, "cgroup", spoold.CgroupAuto, "`MODE` of ending a job's processes with it: auto (a cgroup per job where one can be made), on (the same, or exit 1), off (process group and session)")
-	version := fs.Bool("version", false, "print the version and exit")
-	bad := func(format string, args ...any) (flags, error) {
-		return f, cli.Usagef(format+" (see spoold -h)", args...)
+// declareFlags declares spoold's flags.
+func declareFlags(fs *flag.FlagSet) {
+	fs.String("spool", "", "the spool `DIR` (default $SPOOL_DIR, $JOBS_DIR, then the system default)")
+	fs.Int("workers", 1, "jobs run at once by this daemon")
+	cli.Duration(fs, "lease", spool.DefaultLease, "lease; heartbeat every lease/3, recovery every lease")
+	cli.Duration(fs, "grace", 10*time.Second, "how long a shutdown waits for running jobs")
+	cli.Duration(fs, "kill-grace", 5*time.Second, "between SIGTERM and SIGKILL to a job's process group")
+	fs.String("host", "", "this host's name in leases (default the host name)")
+	fs.String("worker", "", "this daemon's name in leases (default host:pid)")
+	cli.Duration(fs, "poll", 0, "rescan every D instead of inotify (shared filesystems)")
+	cli.Duration(fs, "rescan", 30*time.Second, "safety-net rescan interval with inotify")
+	cli.Duration(fs, "max-timeout", 0, "cap on every job's timeout, and the timeout of jobs without one (0: none)")
+	fs.String("commit-tool", vmgate.DefaultCommitTool, "the commit tool the gate's refusals name")
+	fs.String("log-level", "info", "debug, info, warn or error")
+	fs.String("metrics-file", "", "node_exporter textfile `PATH` for the metrics (default <spool>/metrics/spoold-<host>.prom; off: none)")
+	cli.Duration(fs, "metrics-every", ops.DefaultTextfileEvery, "how often the metrics textfile is written")
+	fs.String("max-log", "64MiB", "cut a job's log back when it passes `SIZE` (0: no limit)")
+	fs.String("max-events", "64MiB", "end a job whose events pass `SIZE` (0: no limit)")
+	fs.Int("max-event-rate", 100, "relay at most `N` events a second of a job to its chat (0: no limit)")
+	fs.Int("limits-ceiling", 4, "a spec's \"limits\" may ask for up to `N` times the limits above")
+	fs.String("min-free", spool.FormatSizeFlag(spool.DefaultFloor.Bytes), "claim no new job while less than `SIZE` is free (0: off)")
+	fs.Float64("min-free-percent", spool.DefaultFloor.Percent, "nor while less than `P` percent is free (0: off)")
+	fs.Int64("min-free-inodes", spool.DefaultFloor.Inodes, "nor while fewer than `N` inodes are free (0: off)")
+	fs.String("script-env", "", "`NAMES` (comma-separated; PREFIX* for a prefix) a script job's spec may set beyond the default allowlist")
+	fs.String("cgroup", spoold.CgroupAuto, "`MODE` of ending a job's processes with it: auto (a cgroup per job where one can be made), on (the same, or exit 1), off (process group and session)")
+}
+
+// parseFlags reads and checks the command line.
+func parseFlags(c *cli.Call) (f flags, err error) {
+	f = flags{
+		dir: c.String("spool"), host: c.String("host"), worker: c.String("worker"), commitTool: c.String("commit-tool"),
+		logLevel: c.String("log-level"), metricsOut: c.String("metrics-file"), workers: c.Int("workers"),
+		lease: c.Duration("lease"), grace: c.Duration("grace"), killGrace: c.Duration("kill-grace"),
+		poll: c.Duration("poll"), rescan: c.Duration("rescan"), maxTimeout: c.Duration("max-timeout"),
+		metricsEvery: c.Duration("metrics-every"), cgroup: c.String("cgroup"),
+		floor: spool.Floor{Percent: c.Float64("min-free-percent"), Inodes: c.Int64("min-free-inodes")},
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			fmt.Fprint(os.Stdout, usage)
-			fs.SetOutput(os.Stdout)
-			fs.PrintDefaults()
-			return f, cli.ErrHelp
-		}
-		return bad("%v", err)
-	}
-	if *version {
-		fmt.Println(cli.Version("spoold"))
-		return f, cli.ErrHelp
-	}
-	if fs.NArg() > 0 {
-		return bad("unexpected argument %q", fs.Arg(0))
+	maxLog, maxEvents, minFree := c.String("max-log"), c.String("max-events"), c.String("min-free")
+	eventRate, ceiling, scriptEnv := c.Int("max-event-rate"), c.Int("limits-ceiling"), c.String("script-env")
+	bad := func(format string, args ...any) (flags, error) { return f, c.Usagef(format, args...) }
+	if err := c.NoOperands(); err != nil {
+		return f, err
 	}
 	switch {
 	case f.workers < 1 || f.workers > 1024:
@@ -196,30 +190,30 @@ func parseFlags(args []string) (f flags, err error) {
 		return bad("--grace and --kill-grace must be positive")
 	case f.poll < 0 || f.rescan <= 0 || f.maxTimeout < 0 || f.metricsEvery <= 0:
 		return bad("--poll, --rescan, --max-timeout and --metrics-every must be positive")
-	case *eventRate < 0 || *ceiling < 1 || f.floor.Percent < 0 || f.floor.Percent > 100 || f.floor.Inodes < 0:
+	case eventRate < 0 || ceiling < 1 || f.floor.Percent < 0 || f.floor.Percent > 100 || f.floor.Inodes < 0:
 		return bad("--max-event-rate and --min-free-inodes must not be negative, --limits-ceiling at least 1, --min-free-percent 0 to 100")
 	}
 	for _, sz := range []struct {
 		name string
 		flag string
 		to   *int64
-	}{{"--max-log", *maxLog, &f.limits.Log}, {"--max-events", *maxEvents, &f.limits.Events}, {"--min-free", *minFree, &f.floor.Bytes}} {
+	}{{"--max-log", maxLog, &f.limits.Log}, {"--max-events", maxEvents, &f.limits.Events}, {"--min-free", minFree, &f.floor.Bytes}} {
 		n, err := spool.ParseSize(sz.flag)
 		if err != nil {
 			return bad("%s: %v", sz.name, err)
 		}
 		*sz.to = n
 	}
-	if v := os.Getenv(clockOffsetEnv); v != "" {
+	if v := c.Getenv(clockOffsetEnv); v != "" {
 		if f.clockOffset, err = time.ParseDuration(v); err != nil {
 			return bad("%s=%q: want a duration like -20s", clockOffsetEnv, v)
 		}
 	}
-	f.limits.EventRate = *eventRate
+	f.limits.EventRate = eventRate
 	if f.cgroup != spoold.CgroupAuto && f.cgroup != spoold.CgroupOn && f.cgroup != spoold.CgroupOff {
 		return bad("--cgroup %q: want auto, on or off", f.cgroup)
 	}
-	for _, n := range strings.Split(*scriptEnv, ",") {
+	for _, n := range strings.Split(scriptEnv, ",") {
 		if n = strings.TrimSpace(n); n != "" {
 			f.scriptEnv = append(f.scriptEnv, n)
 		}
@@ -227,7 +221,7 @@ func parseFlags(args []string) (f flags, err error) {
 	if _, err := spoold.NewScriptEnv(f.scriptEnv); err != nil {
 		return bad("--script-env: %v", err)
 	}
-	f.ceilings = spool.Limits{Log: f.limits.Log * int64(*ceiling), Events: f.limits.Events * int64(*ceiling), EventRate: f.limits.EventRate * *ceiling}
+	f.ceilings = spool.Limits{Log: f.limits.Log * int64(ceiling), Events: f.limits.Events * int64(ceiling), EventRate: f.limits.EventRate * ceiling}
 	return f, nil
 }
 
@@ -247,7 +241,7 @@ func (f flags) config(s *spool.Spool, log *logrus.Logger) spoold.Config {
 // queues, so it is refused; whoever we run as, only our own and root's
 // specs and markers are run (docs/operations.md, "Who owns what").
 func openSpool(dir string) (*spool.Spool, error) {
-	s, err := spool.Create(spool.ResolveDir(dir, os.Getenv, os.Getuid()))
+	s, err := spool.Create(spool.Locate(dir, os.Getenv, os.Getuid()))
 	if err != nil {
 		return nil, err
 	}
@@ -291,14 +285,14 @@ func gateFunc(gate *vmgate.Gate, m *ops.GateMetrics, opts ...vmgate.Option) spoo
 // (the unit's /var/lib/vmspool/metrics) is world-readable, so that
 // node_exporter reads it without access to the spool.
 func metricsWriter(s *spool.Spool, flag, host string) (ops.TextfileWriter, error) {
-	prom := metricsPath(flag, s.Dir, host)
+	prom := metricsPath(flag, s.RootPath, host)
 	if prom == "" {
 		return nil, nil
 	}
 	if !strings.HasSuffix(prom, ".prom") {
 		return nil, cli.Usagef("--metrics-file %s: the name must end in .prom (node_exporter reads only those)", prom)
 	}
-	rel, inside := underSpool(prom, s.Dir)
+	rel, inside := underSpool(prom, s.RootPath)
 	if !inside {
 		return ops.PathWriter(prom, ops.PublicTextfileMode), nil
 	}
@@ -306,12 +300,12 @@ func metricsWriter(s *spool.Spool, flag, host string) (ops.TextfileWriter, error
 	// daemon's life. One that cannot be opened (a symlink planted there)
 	// fails each write, which the textfile loop reports once, and spoold
 	// goes on without its textfile.
-	var d *spool.Dir
+	var d *spool.Subdir
 	base := filepath.Base(rel)
 	return func(data []byte) error {
 		if d == nil {
 			var err error
-			if d, err = s.OpenDir(filepath.Dir(rel), spool.DirMode); err != nil {
+			if d, err = s.OpenSubdir(filepath.Dir(rel), spool.DirMode); err != nil {
 				return fmt.Errorf("metrics textfile %s: refusing to write through it: %w", prom, err)
 			}
 		}

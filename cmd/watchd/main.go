@@ -25,93 +25,38 @@ import (
 	"github.com/vmspool/vmspool/watchd"
 )
 
-const name = "watchd"
-
-const usage = `usage:
-  watchd follow --chat C [--job J] [--json] [--timeout D] [--every D] [--poll D] [--spool DIR]
-  watchd follow --url URL --chat C [--job J] [--json] [--timeout D] [--every D] [--token-file F]
-  watchd serve [--listen ADDR] [--socket PATH] [--no-token] [--no-answer] [--poll D] [--spool DIR]
-
-follow prints each new status of the chat's run, one line each, until the
-run ends: exit 0 done, 1 failed or cancelled, 124 timed out. With --url it
-reads watchd serve (unix:/PATH, or http://HOST:PORT with the token) instead
-of the tree.
-serve serves GET /chats/C, GET /chats/C/events (server-sent events),
-GET / (a page of live runs) and POST /chats/C/answer (the page's answer
-to a run's question, its one write) on the spool's unix socket (watchd/serve.sock)
-and on loopback TCP (` + watchd.DefaultListen + `), which asks for the token in
-watchd/token; it prints the page's address, with the token, once.
-Run "watchd follow -h" or "watchd serve -h" for each one's flags.
-`
-
-func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+var prog = &cli.Program{
+	Name:  "watchd",
+	Usage: "COMMAND [flags]",
+	Short: "Relays the progress of a chat's run, to a terminal or over HTTP.",
+	Long: `follow prints the run's statuses until it ends, from the tree or from
+watchd serve. serve serves every chat's progress, its events as they
+come and a page of live runs, on the spool's unix socket and on loopback
+TCP (` + watchd.DefaultListen + `), which asks for the token in watchd/token.`,
+	Common: func(fs *flag.FlagSet) {
+		fs.String("spool", "", "the spool `DIR` (default $SPOOL_DIR, $JOBS_DIR, then the per-user default)")
+		cli.Duration(fs, "poll", 0, "poll every `D` instead of using inotify (NFS, FUSE, shared trees)")
+	},
 }
 
-func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return cli.ExitUsage
-	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, usage)
-		return cli.ExitOK
-	case "--version", "-version", "version":
-		fmt.Fprintln(stdout, cli.Version(name))
-		return cli.ExitOK
-	case "follow":
-		return cli.Report(stderr, name, follow(args[1:], stdout, stderr))
-	case "serve":
-		return cli.Report(stderr, name, serve(args[1:], stdout, stderr))
-	}
-	return cli.Report(stderr, name, cli.Usagef("unknown command %q; run \"watchd -h\" for the commands (follow, serve)", args[0]))
+func init() {
+	prog.Register(followCmd)
+	prog.Register(serveCmd)
 }
 
-// common are the flags both commands take.
-type common struct {
-	spoolDir string
-	poll     time.Duration
-	logLevel string
-	version  bool
-}
+func main() { prog.Main() }
 
-func (c *common) register(fs *flag.FlagSet, level string) {
-	fs.StringVar(&c.spoolDir, "spool", "", "the spool `DIR` (default $SPOOL_DIR, $JOBS_DIR, then the per-user default)")
-	cli.DurationVar(fs, &c.poll, "poll", 0, "poll every `D` instead of using inotify (NFS, FUSE, shared trees)")
-	fs.StringVar(&c.logLevel, "log-level", level, "log `level`: debug, info, warn, error")
-	fs.BoolVar(&c.version, "version", false, "print the version and exit")
-}
-
-// parse parses a subcommand's flags and answers -h and --version itself
-// (then it returns cli.ErrHelp).
-func parse(fs *flag.FlagSet, c *common, args []string, stdout io.Writer) error {
-	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fs.Usage()
-			return cli.ErrHelp
-		}
-		return cli.Usagef("%s: %v; run \"watchd %s -h\"", fs.Name(), err, fs.Name())
-	}
-	if fs.NArg() > 0 {
-		return cli.Usagef("%s: unexpected argument %q; run \"watchd %s -h\"", fs.Name(), fs.Arg(0), fs.Name())
-	}
-	if c.version {
-		fmt.Fprintln(stdout, cli.Version(name))
-		return cli.ErrHelp
-	}
-	return nil
+func logLevel(fs *flag.FlagSet, level string) {
+	fs.String("log-level", level, "log `level`: debug, info, warn, error")
 }
 
 // logAndOpen makes the logger at c's level and opens the spool.
-func logAndOpen(c *common, stderr io.Writer) (*logrus.Logger, *spool.Spool, error) {
-	log, err := ops.Logger(stderr, c.logLevel)
+func logAndOpen(c *cli.Call) (*logrus.Logger, *spool.Spool, error) {
+	log, err := ops.Logger(c.Stderr, c.String("log-level"))
 	if err != nil {
 		return nil, nil, cli.Usagef("%v", err)
 	}
-	dir := spool.ResolveDir(c.spoolDir, os.Getenv, os.Getuid())
+	dir := spool.Locate(c.String("spool"), c.Getenv, os.Getuid())
 	s, err := spool.Open(dir)
 	if err != nil {
 		return nil, nil, cli.Usagef("%v", err)
@@ -119,35 +64,40 @@ func logAndOpen(c *common, stderr io.Writer) (*logrus.Logger, *spool.Spool, erro
 	return log, s, nil
 }
 
-func follow(args []string, stdout, stderr io.Writer) error {
+var followCmd = cli.Command{
+	Name: "follow",
+	Usage: `--chat C [--job J] [--json] [--timeout D] [--every D] [--poll D] [--spool DIR]
+--url URL --chat C [--job J] [--json] [--timeout D] [--every D] [--token-file F]`,
+	Short: "Print each new status of the chat's run, one line each, until the run ends.",
+	Long: `Exit 0 done, 1 failed or cancelled, 124 timed out. With --url it reads
+watchd serve (unix:/PATH, or http://HOST:PORT with the token) instead of
+the tree.`,
+	Flags: func(fs *flag.FlagSet) {
+		logLevel(fs, "warn")
+		fs.String("chat", "", "the `chat` to follow (required)")
+		fs.String("job", "", "follow this `job` only, whatever its document's stamp")
+		fs.Bool("json", false, "print Open WebUI status events, the last with \"done\": true")
+		cli.Duration(fs, "timeout", 0, "give up after `D` with exit 124 (0: never)")
+		cli.Duration(fs, "every", 0, "relay at most one status per `D`, the newest; questions and the end are never held back")
+		fs.String("url", "", "read watchd serve at `URL` (unix:/PATH, or http://HOST:PORT) instead of the tree")
+		fs.String("token-file", "", "with an http --url: the token is in `FILE` (default $WATCHD_TOKEN, then the spool's watchd/token if readable)")
+	},
+	Run: follow,
+}
+
+func follow(c *cli.Call) error {
 	// The start, stamped before anything else: a document stamped before it
 	// belongs to an earlier run (invariant 7).
 	began := time.Now()
-	fs := flag.NewFlagSet("follow", flag.ContinueOnError)
-	var c common
-	c.register(fs, "warn")
-	var (
-		chat, job          string
-		remoteURL, tokFile string
-		asJSON             bool
-		timeout, ev        time.Duration
-	)
-	fs.StringVar(&chat, "chat", "", "the `chat` to follow (required)")
-	fs.StringVar(&job, "job", "", "follow this `job` only, whatever its document's stamp")
-	fs.BoolVar(&asJSON, "json", false, "print Open WebUI status events, the last with \"done\": true")
-	cli.DurationVar(fs, &timeout, "timeout", 0, "give up after `D` with exit 124 (0: never)")
-	cli.DurationVar(fs, &ev, "every", 0, "relay at most one status per `D`, the newest; questions and the end are never held back")
-	fs.StringVar(&remoteURL, "url", "", "read watchd serve at `URL` (unix:/PATH, or http://HOST:PORT) instead of the tree")
-	fs.StringVar(&tokFile, "token-file", "", "with an http --url: the token is in `FILE` (default $WATCHD_TOKEN, then the spool's watchd/token if readable)")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: watchd follow [--url URL] --chat C [--job J] [--json] [--timeout D] [--every D] [--poll D] [--spool DIR]")
-		fs.PrintDefaults()
-	}
-	if err := parse(fs, &c, args, stdout); err != nil {
+	chat, job, asJSON := c.String("chat"), c.String("job"), c.Bool("json")
+	remoteURL, tokFile := c.String("url"), c.String("token-file")
+	timeout, ev, poll := c.Duration("timeout"), c.Duration("every"), c.Duration("poll")
+	stdout := c.Stdout
+	if err := c.NoOperands(); err != nil {
 		return err
 	}
 	if chat == "" {
-		return cli.Usagef("follow: --chat is required; run \"watchd follow -h\"")
+		return c.Usagef("--chat is required")
 	}
 	if err := spool.CheckChatID(chat); err != nil {
 		return cli.Usagef("%v", err)
@@ -157,22 +107,19 @@ func follow(args []string, stdout, stderr io.Writer) error {
 			return cli.Usagef("%v", err)
 		}
 	}
-	if timeout < 0 || ev < 0 || c.poll < 0 {
-		return cli.Usagef("follow: durations must not be negative")
-	}
 	if remoteURL != "" {
-		return followRemote(&c, remoteURL, tokFile, watchd.RemoteConfig{Chat: chat, Job: job, JSON: asJSON,
+		return followRemote(c, remoteURL, tokFile, watchd.RemoteConfig{Chat: chat, Job: job, JSON: asJSON,
 			Every: ev, Timeout: timeout, Began: began, Out: stdout})
 	}
 	if tokFile != "" {
-		return cli.Usagef("follow: --token-file goes with --url")
+		return c.Usagef("--token-file goes with --url")
 	}
 	// Signals are caught before the spool is opened: a stop that comes
 	// while it opens still ends the follower with 128+n, never the
 	// default action's bare kill.
 	sig := cli.CatchSignals()
 	defer sig.Stop()
-	log, s, err := logAndOpen(&c, stderr)
+	log, s, err := logAndOpen(c)
 	if err != nil {
 		return err
 	}
@@ -181,7 +128,7 @@ func follow(args []string, stdout, stderr io.Writer) error {
 	ctx := sig.Context()
 	end, err := watchd.Follow(ctx, watchd.FollowConfig{
 		Spool: s, Chat: chat, Job: job, Began: began,
-		JSON: asJSON, Every: ev, Timeout: timeout, Poll: c.poll,
+		JSON: asJSON, Every: ev, Timeout: timeout, Poll: poll,
 		Out: stdout, Log: log.WithField("chat", chat),
 	})
 	switch {
@@ -192,7 +139,7 @@ func follow(args []string, stdout, stderr io.Writer) error {
 		// never reads it as the run's outcome.
 		return cli.Exit(sig.ExitCode())
 	case err != nil:
-		return fmt.Errorf("follow: chat %s: %w", chat, err)
+		return fmt.Errorf("chat %s: %w", chat, err)
 	case end.State == spool.Done:
 		return nil
 	}
@@ -200,21 +147,21 @@ func follow(args []string, stdout, stderr io.Writer) error {
 }
 
 // followRemote is watchd follow --url: the run as watchd serve streams it.
-func followRemote(c *common, raw, tokFile string, cfg watchd.RemoteConfig) error {
+func followRemote(c *cli.Call, raw, tokFile string, cfg watchd.RemoteConfig) error {
 	r, err := watchd.ParseRemote(raw)
 	if err != nil {
-		return cli.Usagef("follow: --url: %v", err)
+		return c.Usagef("--url: %v", err)
 	}
 	if r.Token != "" {
 		// A command line is every local user's to read (ps).
-		return cli.Usagef("follow: --url carries a token, which any local user can read in ps: give it with --token-file F or $WATCHD_TOKEN")
+		return cli.Usagef("--url carries a token, which any local user can read in ps: give it with --token-file F or $WATCHD_TOKEN")
 	}
 	if r.Socket == "" {
 		if r.Token, err = remoteToken(c, tokFile); err != nil {
 			return err
 		}
 	} else if tokFile != "" {
-		return cli.Usagef("follow: a unix socket needs no token (--token-file)")
+		return c.Usagef("a unix socket needs no token (--token-file)")
 	}
 	cfg.Remote = r
 	sig := cli.CatchSignals()
@@ -226,9 +173,9 @@ func followRemote(c *common, raw, tokFile string, cfg watchd.RemoteConfig) error
 	case err != nil && sig.First() != nil:
 		return cli.Exit(sig.ExitCode())
 	case errors.Is(err, watchd.ErrRefused):
-		return cli.Usagef("follow: chat %s: %v", cfg.Chat, err)
+		return cli.Usagef("chat %s: %v", cfg.Chat, err)
 	case err != nil:
-		return fmt.Errorf("follow: chat %s: %w", cfg.Chat, err)
+		return fmt.Errorf("chat %s: %w", cfg.Chat, err)
 	case end.State == spool.Done:
 		return nil
 	}
@@ -238,30 +185,30 @@ func followRemote(c *common, raw, tokFile string, cfg watchd.RemoteConfig) error
 // remoteToken finds the token for an http --url: --token-file, else
 // $WATCHD_TOKEN, else the spool's watchd/token if this user may read it;
 // "" if none (watchd serve then says what it needs).
-func remoteToken(c *common, tokFile string) (string, error) {
+func remoteToken(c *cli.Call, tokFile string) (string, error) {
 	if tokFile != "" {
 		f, err := os.OpenFile(tokFile, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 		if err != nil {
-			return "", cli.Usagef("follow: --token-file: %v", err)
+			return "", cli.Usagef("--token-file: %v", err)
 		}
 		defer f.Close()
 		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-			return "", cli.Usagef("follow: --token-file %s: not a plain file", tokFile)
+			return "", cli.Usagef("--token-file %s: not a plain file", tokFile)
 		}
 		b, _ := io.ReadAll(io.LimitReader(f, spool.MaxTokenFile))
 		tok := strings.TrimSpace(string(b))
 		if err := spool.CheckToken(tok); err != nil {
-			return "", cli.Usagef("follow: --token-file %s: %v", tokFile, err)
+			return "", cli.Usagef("--token-file %s: %v", tokFile, err)
 		}
 		return tok, nil
 	}
-	if tok := strings.TrimSpace(os.Getenv("WATCHD_TOKEN")); tok != "" {
+	if tok := strings.TrimSpace(c.Getenv("WATCHD_TOKEN")); tok != "" {
 		if err := spool.CheckToken(tok); err != nil {
-			return "", cli.Usagef("follow: $WATCHD_TOKEN: %v", err)
+			return "", cli.Usagef("$WATCHD_TOKEN: %v", err)
 		}
 		return tok, nil
 	}
-	s, err := spool.Open(spool.ResolveDir(c.spoolDir, os.Getenv, os.Getuid()))
+	s, err := spool.Open(spool.Locate(c.String("spool"), c.Getenv, os.Getuid()))
 	if err != nil {
 		return "", nil
 	}
@@ -273,31 +220,56 @@ func remoteToken(c *common, tokFile string) (string, error) {
 	return tok, nil
 }
 
-func serve(args []string, stdout, stderr io.Writer) error {
+var serveCmd = cli.Command{
+	Name:  "serve",
+	Usage: "[--listen ADDR] [--socket PATH] [--no-token] [--no-answer] [--poll D] [--spool DIR]",
+	Short: "Serve the chats' progress and a page of live runs over HTTP.",
+	Long: `GET /chats/C the current document, GET /chats/C/events server-sent
+events, GET / a page of live runs and POST /chats/C/answer the page's
+answer to a run's question (its one write), on the spool's unix socket
+(watchd/serve.sock) and on loopback TCP, which asks for the token in
+watchd/token. It prints the page's address, with the token, once.`,
+	Flags: func(fs *flag.FlagSet) {
+		logLevel(fs, "info")
+		fs.String("listen", watchd.DefaultListen, "listen on TCP `ADDR` (port 0: any free port; none: no TCP), asking for the token")
+		fs.String("socket", "", "listen on the unix socket `PATH` (default the spool's watchd/serve.sock; none: no socket)")
+		fs.Bool("no-token", false, "serve TCP on loopback without a token: every local user may then read every chat")
+		fs.Bool("no-answer", false, "refuse answers from the page (POST /chats/C/answer): the server then writes nothing to the tree")
+		fs.String("addr-file", "", "write the TCP address listened on (unix:PATH without TCP) to `FILE` once listening (for scripts that use port 0)")
+		fs.String("allow-host", "", "also answer requests for these host `NAMES` (comma-separated; a reverse proxy's name; * for any). Loopback names and IP addresses are always answered")
+		fs.Int("max-subscribers", 4096, "refuse event streams beyond `N` with 503")
+		cli.Duration(fs, "rescan", 5*time.Second, "inotify mode's safety-net re-read of followed chats every `D`")
+		cli.Duration(fs, "write-wait", watchd.WriteWait, "drop an event stream whose client has not taken a write for `D`")
+	},
+	Run: serve,
+}
+
+func serve(c *cli.Call) error {
 	// Signals are caught from the very start, well before READY=1: a stop
 	// that comes during start-up must find the handler (and is acted on
 	// once listening), not the default action.
 	sig := cli.CatchSignals()
 	defer sig.Stop()
-	f, err := parseServe(args, stdout)
+	stdout := c.Stdout
+	f, err := parseServe(c)
 	if err != nil {
 		return err
 	}
-	log, s, err := logAndOpen(&f.common, stderr)
+	log, s, err := logAndOpen(c)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
 	hub, err := watchd.NewHub(s, watchd.HubConfig{Poll: f.poll, Rescan: f.rescan, Log: log})
 	if err != nil {
-		return cli.Failf(cli.ExitFail, "serve: %v", err)
+		return cli.Failf(cli.ExitFail, "%v", err)
 	}
 	defer hub.Close()
 
 	base, stopStreams := context.WithCancel(context.Background())
 	defer stopStreams()
 	go hub.Run(base)
-	svc := ops.NewService(name, true, log)
+	svc := ops.NewService(prog.Name, true, log)
 	metrics := ops.NewWatchdMetrics(svc.Registry)
 	srv := watchd.NewServer(watchd.ServerConfig{Spool: s, Hub: hub, Log: log, MaxSubscribers: f.maxSubs, WriteWait: f.wait, Metrics: metrics, NoAnswer: f.noAnswer})
 	mux := http.NewServeMux()
@@ -315,7 +287,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		servers = append(servers, hs)
 		go func() { errc <- hs.Serve(ln) }()
 	}
-	fields := map[string]any{"spool": s.Dir, "watch": "inotify"}
+	fields := map[string]any{"spool": s.RootPath, "watch": "inotify"}
 	if f.poll > 0 {
 		fields["watch"] = "poll " + f.poll.String()
 	}
@@ -325,7 +297,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		ln, err := listenSocket(s, f.socket)
 		switch {
 		case err != nil && (f.socket != "" || f.listen == "none" || errors.Is(err, watchd.ErrSocketInUse)):
-			return cli.Failf(cli.ExitFail, "serve: %v", err)
+			return cli.Failf(cli.ExitFail, "%v", err)
 		case err != nil:
 			// The default socket, on a filesystem that has none (sshfs):
 			// TCP still serves.
@@ -343,17 +315,17 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		var tok string
 		if !f.noToken {
 			if tok, _, err = s.ServeToken(os.Geteuid()); err != nil {
-				return cli.Failf(cli.ExitFail, "serve: %v", err)
+				return cli.Failf(cli.ExitFail, "%v", err)
 			}
 		}
 		ln, err := net.Listen("tcp", f.listen)
 		if err != nil {
-			return cli.Failf(cli.ExitFail, "serve: %v (is another watchd running? pick another --listen)", err)
+			return cli.Failf(cli.ExitFail, "%v (is another watchd running? pick another --listen)", err)
 		}
 		addr := ln.Addr().(*net.TCPAddr)
 		if f.noToken && !addr.IP.IsLoopback() {
 			ln.Close()
-			return cli.Usagef("serve: --no-token serves loopback only; %s is not (a token is needed beyond it)", addr)
+			return c.Usagef("--no-token serves loopback only; %s is not (a token is needed beyond it)", addr)
 		}
 		if !addr.IP.IsLoopback() {
 			log.WithField("addr", addr.String()).Warn("listening beyond loopback: the documents hold what people asked and answered; the token guards them, but travels in clear over HTTP")
@@ -372,7 +344,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		fields["addr"] = tcpAddr
 	}
 	if len(servers) == 0 {
-		return cli.Usagef("serve: nothing to listen on (--listen none and --socket none)")
+		return c.Usagef("nothing to listen on (--listen none and --socket none)")
 	}
 	if f.addrFile != "" {
 		a := tcpAddr
@@ -380,7 +352,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 			a = "unix:" + fields["socket"].(string)
 		}
 		if err := writeAddr(f.addrFile, a); err != nil {
-			return cli.Failf(cli.ExitFail, "serve: --addr-file: %v", err)
+			return cli.Failf(cli.ExitFail, "--addr-file: %v", err)
 		}
 	}
 	log.WithFields(fields).Info("listening")
@@ -393,13 +365,13 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	// this one may connect at once.
 	sig.OnSignal(func(os.Signal) { svc.Stopping() }, nil)
 	svc.Ready()
-	svc.Watchdog(base, ops.DirHealth(s.Dir))
+	svc.Watchdog(base, ops.DirHealth(s.RootPath))
 
 	select {
 	case <-sig.Context().Done():
 		log.WithField("signal", sig.First().String()).Info("shutting down")
 	case err := <-errc:
-		return fmt.Errorf("serve: %w", err)
+		return err
 	}
 	// End the streams first: Shutdown waits for handlers, and a stream's
 	// handler lasts as long as its run.
@@ -446,47 +418,35 @@ func listenSocket(s *spool.Spool, path string) (*watchd.UnixListener, error) {
 
 // serveFlags are watchd serve's command line.
 type serveFlags struct {
-	common
 	listen, socket, addrFile, allowHost string
 	noToken, noAnswer                   bool
 	maxSubs                             int
-	rescan, wait                        time.Duration
+	poll, rescan, wait                  time.Duration
 }
 
-func parseServe(args []string, stdout io.Writer) (serveFlags, error) {
-	var f serveFlags
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	f.register(fs, "info")
-	fs.StringVar(&f.listen, "listen", watchd.DefaultListen, "listen on TCP `ADDR` (port 0: any free port; none: no TCP), asking for the token")
-	fs.StringVar(&f.socket, "socket", "", "listen on the unix socket `PATH` (default the spool's watchd/serve.sock; none: no socket)")
-	fs.BoolVar(&f.noToken, "no-token", false, "serve TCP on loopback without a token: every local user may then read every chat")
-	fs.BoolVar(&f.noAnswer, "no-answer", false, "refuse answers from the page (POST /chats/C/answer): the server then writes nothing to the tree")
-	fs.StringVar(&f.addrFile, "addr-file", "", "write the TCP address listened on (unix:PATH without TCP) to `FILE` once listening (for scripts that use port 0)")
-	fs.StringVar(&f.allowHost, "allow-host", "", "also answer requests for these host `NAMES` (comma-separated; a reverse proxy's name; * for any). Loopback names and IP addresses are always answered")
-	fs.IntVar(&f.maxSubs, "max-subscribers", 4096, "refuse event streams beyond `N` with 503")
-	cli.DurationVar(fs, &f.rescan, "rescan", 5*time.Second, "inotify mode's safety-net re-read of followed chats every `D`")
-	cli.DurationVar(fs, &f.wait, "write-wait", watchd.WriteWait, "drop an event stream whose client has not taken a write for `D`")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: watchd serve [--listen ADDR] [--socket PATH] [--no-token] [--no-answer] [--poll D] [--spool DIR]")
-		fs.PrintDefaults()
+func parseServe(c *cli.Call) (serveFlags, error) {
+	f := serveFlags{
+		listen: c.String("listen"), socket: c.String("socket"), addrFile: c.String("addr-file"), allowHost: c.String("allow-host"),
+		noToken: c.Bool("no-token"), noAnswer: c.Bool("no-answer"), maxSubs: c.Int("max-subscribers"),
+		poll: c.Duration("poll"), rescan: c.Duration("rescan"), wait: c.Duration("write-wait"),
 	}
-	if err := parse(fs, &f.common, args, stdout); err != nil {
+	if err := c.NoOperands(); err != nil {
 		return f, err
 	}
-	if f.poll < 0 || f.rescan < 0 || f.maxSubs < 0 {
-		return f, cli.Usagef("serve: durations and counts must not be negative")
+	if f.maxSubs < 0 {
+		return f, c.Usagef("--max-subscribers must not be negative")
 	}
 	if f.wait <= 0 {
-		return f, cli.Usagef("serve: --write-wait must be positive")
+		return f, c.Usagef("--write-wait must be positive")
 	}
 	if f.listen == "" {
 		f.listen = "none"
 	}
 	if f.socket != "" && f.socket != "none" && !filepath.IsAbs(f.socket) {
-		return f, cli.Usagef("serve: --socket %s: want an absolute path (or none)", f.socket)
+		return f, c.Usagef("--socket %s: want an absolute path (or none)", f.socket)
 	}
 	if f.noToken && f.listen == "none" {
-		return f, cli.Usagef("serve: --no-token is about TCP, and --listen is none")
+		return f, c.Usagef("--no-token is about TCP, and --listen is none")
 	}
 	return f, nil
 }

@@ -74,7 +74,7 @@ func (n *NoReplace) move(dirfd int, tmp, name string) error {
 		}
 		// sshfs answers a link over an existing name with EPERM (sftp
 		// has no EEXIST): what stands there says which it was.
-		if err == unix.EEXIST || existsAt(dirfd, name) {
+		if err == unix.EEXIST || ExistsAt(dirfd, name) {
 			return exists(name)
 		}
 		switch err {
@@ -85,14 +85,17 @@ func (n *NoReplace) move(dirfd int, tmp, name string) error {
 		}
 		fallthrough
 	default:
-		if existsAt(dirfd, name) {
+		if ExistsAt(dirfd, name) {
 			return exists(name)
 		}
 		return unix.Renameat(dirfd, tmp, dirfd, name)
 	}
 }
 
-func existsAt(dirfd int, name string) bool {
+// ExistsAt says whether anything (a link too, never followed) stands at
+// name of the directory dirfd: the check of NoReplace's last fallback, and
+// the question a lone writer asks before it takes a name.
+func ExistsAt(dirfd int, name string) bool {
 	var st unix.Stat_t
 	return unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil
 }

@@ -1,10 +1,11 @@
-// Package cli holds what the four commands share: the version line, the
-// one-line error exit and the two-signal stop. It has no flags of its own.
+// Package cli holds what the four commands share: one command skeleton
+// (Program, Command: flags, -h, --version and the one turn of an error
+// into an exit code), the version line, the duration grammar of flags and
+// the two-signal stop. It has no flags of its own.
 package cli
 
 import (
 	"fmt"
-	"os"
 	"runtime/debug"
 )
 
@@ -43,10 +44,4 @@ func Version(name string) string {
 		return fmt.Sprintf("%s %s (%s)", name, v, rev)
 	}
 	return fmt.Sprintf("%s %s", name, v)
-}
-
-// Fatalf prints "name: message" on stderr as one line and exits with code.
-func Fatalf(name string, code int, format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "%s: %s\n", name, fmt.Sprintf(format, args...))
-	os.Exit(code)
 }

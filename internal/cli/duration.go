@@ -20,10 +20,12 @@ type durationValue struct{ d *time.Duration }
 
 func (v durationValue) String() string {
 	if v.d == nil {
-		return ""
+		return "0s" // the zero value, which -h does not show as a default
 	}
 	return v.d.String()
 }
+
+func (v durationValue) Get() any { return *v.d }
 
 func (v durationValue) Set(s string) error {
 	d, err := ParseDuration(s)

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/vmspool/vmspool/spool"
 )
 
 // Error is how a command fails: a message said on one line and the exit
 // code it ends with. An empty message says nothing (an exit code that is
-// itself the answer: a followed run that failed, a timeout). Every command returns one (or a plain error, which
-// exits ExitFail), so that the four mains report failures one way.
+// itself the answer: a followed run that failed, a timeout). Every command
+// returns one, or a plain error (Code), and Program.Run alone reports it.
 type Error struct {
 	Code int    // the exit code; 0 is taken as ExitFail
 	Msg  string // one line; newlines are folded when reported
@@ -28,19 +30,24 @@ func Failf(code int, format string, args ...any) error {
 	return &Error{code, fmt.Sprintf(format, args...)}
 }
 
-// ErrHelp ends a command that printed its usage on -h: exit ExitOK and
-// nothing said.
-var ErrHelp = errors.New("help")
-
-// Code is the exit code of err: ExitOK for nil and ErrHelp, an *Error's
-// own code, ExitFail for anything else.
+// Code is the exit code of err: ExitOK for nil, an *Error's
+// own code, ExitUsage for bad input package spool refused (an invalid id,
+// a document that does not parse, a missing spool, a link or a huge file
+// where a document should be: docs/contract.md's exit 2), ExitFail for
+// anything else.
 func Code(err error) int {
 	var e *Error
 	switch {
-	case err == nil, errors.Is(err, ErrHelp):
+	case err == nil:
 		return ExitOK
-	case errors.As(err, &e) && e.Code != 0:
-		return e.Code
+	case errors.As(err, &e):
+		if e.Code != 0 {
+			return e.Code
+		}
+		return ExitFail
+	case errors.Is(err, spool.ErrInvalidID), errors.Is(err, spool.ErrCorrupt), errors.Is(err, spool.ErrNoSpool),
+		errors.Is(err, spool.ErrNotRegular), errors.Is(err, spool.ErrTooLarge):
+		return ExitUsage
 	}
 	return ExitFail
 }
@@ -49,9 +56,9 @@ func Code(err error) int {
 func Exit(code int) error { return &Error{Code: code} }
 
 // Report says err on w as one line, "prefix: message", and returns its
-// exit code (Code). nil, ErrHelp and an empty message say nothing.
+// exit code (Code). nil and an empty message say nothing.
 func Report(w io.Writer, prefix string, err error) int {
-	if err == nil || errors.Is(err, ErrHelp) {
+	if err == nil {
 		return ExitOK
 	}
 	if err.Error() == "" {

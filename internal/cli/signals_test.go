@@ -1,11 +1,14 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vmspool/vmspool/spool"
 )
 
 func TestSignalsTwoStages(t *testing.T) {
@@ -49,7 +52,7 @@ func TestErrorCodes(t *testing.T) {
 		code int
 	}{
 		{nil, ExitOK},
-		{ErrHelp, ExitOK},
+		{fmt.Errorf("show: %w", spool.ErrInvalidID), ExitUsage},
 		{Usagef("bad %d", 1), ExitUsage},
 		{Failf(ExitTimeout, "late"), ExitTimeout},
 		{&Error{Msg: "zero"}, ExitFail},

@@ -31,3 +31,11 @@ func Logger(w io.Writer, level string) (*logrus.Logger, error) {
 	l.SetLevel(lv)
 	return l, nil
 }
+
+// Discard is a logger that says nothing: what a daemon's package logs to
+// when its caller gives it no logger (a test, a library use).
+func Discard() *logrus.Logger {
+	l := logrus.New()
+	l.SetOutput(io.Discard)
+	return l
+}

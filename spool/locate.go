@@ -5,17 +5,18 @@ import (
 	"path/filepath"
 )
 
-// DefaultRoot is where /var/spool/vm lives for root.
+// DefaultRoot is the spool's root for root (the user): /var/spool/vm.
 const DefaultRoot = "/var/spool/vm"
 
-// ResolveDir picks the spool directory the way docs/contract.md says: the --spool
-// flag wins, then $SPOOL_DIR, then $JOBS_DIR (the Python tools' name), then
-// /var/spool/vm for root and $XDG_STATE_HOME/vmspool (or
+// Locate says where the spool is (the path of its root, to give Open or
+// Create), the way docs/contract.md says: the --spool flag wins, then
+// $SPOOL_DIR, then $JOBS_DIR (the Python tools' name), then /var/spool/vm
+// for root and $XDG_STATE_HOME/vmspool (or
 // ~/.local/state/vmspool) for anyone else.
 //
 // getenv is passed in so that the library never reads the environment behind
 // its caller's back; cmd/ passes os.Getenv.
-func ResolveDir(flag string, getenv func(string) string, uid int) string {
+func Locate(flag string, getenv func(string) string, uid int) string {
 	if flag != "" {
 		return flag
 	}

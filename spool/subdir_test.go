@@ -7,9 +7,9 @@ import (
 	"testing"
 )
 
-func TestOpenDir(t *testing.T) {
+func TestOpenSubdir(t *testing.T) {
 	s := testSpool(t)
-	in, err := s.OpenDir("gate/in", 0o770)
+	in, err := s.OpenSubdir("gate/in", 0o770)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -18,7 +18,7 @@ func TestOpenDir(t *testing.T) {
 	if fi.Mode().Perm() != 0o770 {
 		t.Errorf("gate/in is %v", fi.Mode().Perm())
 	}
-	done, err := s.OpenDir("gate/done", 0o750)
+	done, err := s.OpenSubdir("gate/done", 0o750)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,8 +48,8 @@ func TestOpenDir(t *testing.T) {
 	}
 	// Opened again, the link is refused; so are a FIFO's reads and a
 	// document over the bound.
-	if _, err := s.OpenDir("gate/in", 0o770); !errors.Is(err, ErrNotRegular) {
-		t.Errorf("OpenDir over a symlink: %v", err)
+	if _, err := s.OpenSubdir("gate/in", 0o770); !errors.Is(err, ErrNotRegular) {
+		t.Errorf("OpenSubdir over a symlink: %v", err)
 	}
 	os.WriteFile(s.Path("gate/done/big"), make([]byte, 200), 0o640)
 	if _, err := done.Read("big", 100); !errors.Is(err, ErrTooLarge) {

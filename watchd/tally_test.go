@@ -56,7 +56,7 @@ func said(outs []Output) string {
 	return strings.Join(b, " | ")
 }
 
-func TestFollowerGuards(t *testing.T) {
+func TestTallyGuards(t *testing.T) {
 	const began = 1000.0
 	tests := []struct {
 		name  string
@@ -212,7 +212,7 @@ func TestFollowerGuards(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := NewFollower(tt.g)
+			f := NewTally(tt.g)
 			var outs []Output
 			for _, d := range tt.docs {
 				outs = append(outs, f.Feed(d)...)
@@ -227,8 +227,8 @@ func TestFollowerGuards(t *testing.T) {
 	}
 }
 
-func TestFollowerQuestionAnswerAndNotes(t *testing.T) {
-	f := NewFollower(Guards{Began: 1000})
+func TestTallyQuestionAnswerAndNotes(t *testing.T) {
+	f := NewTally(Guards{Began: 1000})
 	q := spool.Event{Seq: 3, Type: spool.EventQuestion, ID: "q1", Text: "Ship the fix?", Options: []string{"yes", "no"}}
 	d1 := doc("j", 1001, []spool.Event{{Seq: 1, Type: spool.EventStart, Text: "attempt 1 on w1"}, {Seq: 2, Type: spool.EventGate, Text: "allowed"}, q})
 	d1.Question = &spool.Question{ID: "q1", Text: q.Text, Options: q.Options}
@@ -244,10 +244,10 @@ func TestFollowerQuestionAnswerAndNotes(t *testing.T) {
 	}
 }
 
-func TestFollowerQuestionOnlyInDocument(t *testing.T) {
+func TestTallyQuestionOnlyInDocument(t *testing.T) {
 	// The question event scrolled out of the 64; the document's question is
 	// still shown, once.
-	f := NewFollower(Guards{Began: 1000})
+	f := NewTally(Guards{Began: 1000})
 	d := doc("j", 1001, evs(1))
 	d.Question = &spool.Question{ID: "q9", Text: "Proceed?"}
 	got := said(append(f.Feed(d), f.Feed(d)...))
@@ -256,8 +256,8 @@ func TestFollowerQuestionOnlyInDocument(t *testing.T) {
 	}
 }
 
-func TestFollowerResumeSkipsShownQuestion(t *testing.T) {
-	f := NewFollower(Guards{Began: 1000, Job: "j", Last: 3})
+func TestTallyResumeSkipsShownQuestion(t *testing.T) {
+	f := NewTally(Guards{Began: 1000, Job: "j", Last: 3})
 	d := doc("j", 1001, []spool.Event{{Seq: 3, Type: spool.EventQuestion, ID: "q1", Text: "Go?"}})
 	d.Question = &spool.Question{ID: "q1", Text: "Go?"}
 	if got := said(f.Feed(d)); got != "" {
@@ -269,8 +269,8 @@ func TestFollowerResumeSkipsShownQuestion(t *testing.T) {
 // gets the rest by feeding again, nothing twice; once it is so far behind
 // that the events it missed left the document, it is told with one gap
 // and goes on from the newest.
-func TestFollowerFeedFuncStopsShort(t *testing.T) {
-	f := NewFollower(Guards{Job: "j"})
+func TestTallyFeedFuncStopsShort(t *testing.T) {
+	f := NewTally(Guards{Job: "j"})
 	take := func(d *spool.Progress, n int) (string, bool) {
 		var out []Output
 		complete := f.FeedFunc(d, func(o Output) bool {
@@ -308,10 +308,10 @@ func TestFollowerFeedFuncStopsShort(t *testing.T) {
 	}
 }
 
-// The question ids a follower remembers are bounded: a run that asks
+// The question ids a tally remembers are bounded: a run that asks
 // without end costs no more than one that asks a few times.
-func TestFollowerAskedBounded(t *testing.T) {
-	f := NewFollower(Guards{Job: "j"})
+func TestTallyAskedBounded(t *testing.T) {
+	f := NewTally(Guards{Job: "j"})
 	for i := int64(1); i <= 10*maxAsked; i++ {
 		ev := spool.Event{Seq: i, Type: spool.EventQuestion, ID: fmt.Sprintf("q%d", i), Text: "?"}
 		d := doc("j", 1, []spool.Event{ev})

@@ -1,10 +1,8 @@
 package spool
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"syscall"
@@ -12,99 +10,24 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The few operations the daemons and commands need beyond the documents'
-// own readers and writers. Every one goes through the tree's os.Root, like
-// everything else in this package: nothing outside it opens, renames or
-// syncs a file of the tree.
-
-// MarkerLease returns the lease a queued job's marker carries: the
-// attempt before, put back by a recovery, whose processes must be gone
-// before the next attempt starts. nil when the marker carries none.
-func (s *Spool) MarkerLease(job string) *Lease {
-	if !ValidID(job) {
-		return nil
-	}
-	m := s.readMarkerContent(job + ExtReady)
-	if !m.recovered() {
-		return nil
-	}
-	l := m.Lease
-	return &l
-}
-
-// LooseChat reads the "chat" of a spec that may not validate (it names
-// nothing to run, say), for a message or a progress document about it:
-// "" when there is no such spec or no valid chat in it.
-func (s *Spool) LooseChat(job string) string {
-	if !ValidID(job) {
-		return ""
-	}
-	f, _, err := openRegular(s.root, job+ExtSpec, os.O_RDONLY)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	var v struct {
-		Chat string `json:"chat"`
-	}
-	if json.NewDecoder(io.LimitReader(f, MaxDocument)).Decode(&v) != nil || !ValidID(v.Chat) {
-		return ""
-	}
-	return v.Chat
-}
-
-// EnsureDir makes the directory name of the tree (progress, chats,
-// chats/<chat>) with the tree's mode if it is missing, and refuses
-// anything but a directory in its place.
-func (s *Spool) EnsureDir(name string) error { return s.mkdir(name) }
-
-// Names lists up to max names (max <= 0: all) of the directory name of the
-// tree (progress/, say); a missing directory has none. Names are returned
-// as the directory holds them: a caller checks each (ValidID).
-func (s *Spool) Names(name string, max int) ([]string, error) {
-	fi, err := s.root.Lstat(name)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("%s: %w (want a directory)", s.Path(name), ErrNotRegular)
-	}
-	d, err := openDir(s.root, name)
-	if err != nil {
-		return nil, err
-	}
-	defer d.Close()
-	if max <= 0 {
-		max = -1
-	}
-	names, err := d.Readdirnames(max)
-	if errors.Is(err, io.EOF) {
-		err = nil
-	}
-	return names, err
-}
-
-// Dir is a subdirectory of the tree held open (gate/in, say), for a
+// Subdir is a subdirectory of the tree held open (gate/in, say), for a
 // daemon that keeps working in it: every operation goes through the handle
 // taken when it was opened, so a symlink swapped in at its name later
-// leads nowhere. A Dir is safe for concurrent use; Close releases it.
-type Dir struct {
+// leads nowhere. A Subdir is safe for concurrent use; Close releases it.
+type Subdir struct {
 	Name string // its name in the tree, for messages
 	s    *Spool
 	root *os.Root
 	f    *os.File // the directory itself, for fsync and renameat
 }
 
-// OpenDir opens the directory name of the tree, making it (and any missing
+// OpenSubdir opens the directory name of the tree, making it (and any missing
 // parent in the tree) if missing. A symlink, or anything but a directory,
 // in its place is refused. Its mode is set to mode through its own
 // descriptor, never by path, when it differs.
-func (s *Spool) OpenDir(name string, mode os.FileMode) (*Dir, error) {
-	fail := func(err error) (*Dir, error) { return nil, fmt.Errorf("spool %s: %w", s.Path(name), err) }
-	refused := func(fi fs.FileInfo) (*Dir, error) {
+func (s *Spool) OpenSubdir(name string, mode os.FileMode) (*Subdir, error) {
+	fail := func(err error) (*Subdir, error) { return nil, fmt.Errorf("spool %s: %w", s.Path(name), err) }
+	refused := func(fi fs.FileInfo) (*Subdir, error) {
 		return fail(fmt.Errorf("%w (%s, not a directory; a symlink is refused)", ErrNotRegular, kind(fi)))
 	}
 	if fi, err := s.root.Lstat(name); err == nil && !fi.IsDir() {
@@ -143,20 +66,20 @@ func (s *Spool) OpenDir(name string, mode os.FileMode) (*Dir, error) {
 		f.Close()
 		return fail(errors.New("replaced while being opened"))
 	}
-	return &Dir{Name: name, s: s, root: r, f: f}, nil
+	return &Subdir{Name: name, s: s, root: r, f: f}, nil
 }
 
 // Path returns the host path of a name of the directory, for messages.
-func (d *Dir) Path(name string) string { return d.s.Path(d.Name + "/" + name) }
+func (d *Subdir) Path(name string) string { return d.s.Path(d.Name + "/" + name) }
 
 // Close releases the directory.
-func (d *Dir) Close() error {
+func (d *Subdir) Close() error {
 	d.root.Close()
 	return d.f.Close()
 }
 
 // Entries lists the directory.
-func (d *Dir) Entries() ([]fs.DirEntry, error) {
+func (d *Subdir) Entries() ([]fs.DirEntry, error) {
 	f, err := openDir(d.root, ".")
 	if err != nil {
 		return nil, err
@@ -166,24 +89,24 @@ func (d *Dir) Entries() ([]fs.DirEntry, error) {
 }
 
 // Lstat describes name, never what a symlink there points to.
-func (d *Dir) Lstat(name string) (fs.FileInfo, error) { return d.root.Lstat(name) }
+func (d *Subdir) Lstat(name string) (fs.FileInfo, error) { return d.root.Lstat(name) }
 
 // Read reads name if it is a plain file of at most max bytes: opened
 // without following a link and without blocking on a FIFO, then checked
 // by fstat, so that nothing swapped in between a check and the read is
 // read. It wraps ErrNotRegular or ErrTooLarge when it is not one.
-func (d *Dir) Read(name string, max int64) ([]byte, error) {
+func (d *Subdir) Read(name string, max int64) ([]byte, error) {
 	b, _, err := readFile(d.root, name, max)
 	return b, err
 }
 
 // Write replaces name atomically and durably with data (mode FileMode).
-func (d *Dir) Write(name string, data []byte) error { return writeFile(d.root, name, data) }
+func (d *Subdir) Write(name string, data []byte) error { return writeFile(d.root, name, data) }
 
 // Create opens name for writing, truncated (made if missing), never
 // through a link, for a log a process writes into. A file with another
 // link is refused rather than truncated: it may be one outside the tree.
-func (d *Dir) Create(name string) (*os.File, error) {
+func (d *Subdir) Create(name string) (*os.File, error) {
 	f, fi, err := openRegular(d.root, name, os.O_CREATE|os.O_WRONLY)
 	if err != nil {
 		if errors.Is(err, ErrNotRegular) {
@@ -204,11 +127,11 @@ func (d *Dir) Create(name string) (*os.File, error) {
 
 // Remove removes name (never a symlink's target); a missing name is not
 // an error.
-func (d *Dir) Remove(name string) error { return removeName(d.root, name) }
+func (d *Subdir) Remove(name string) error { return removeName(d.root, name) }
 
 // MoveTo renames name into the directory to as newname, through both held
 // handles (renameat), and makes the move durable (to is fsync'd).
-func (d *Dir) MoveTo(name string, to *Dir, newname string) error {
+func (d *Subdir) MoveTo(name string, to *Subdir, newname string) error {
 	if err := unix.Renameat(int(d.f.Fd()), name, int(to.f.Fd()), newname); err != nil {
 		return &os.LinkError{Op: "rename", Old: d.Path(name), New: to.Path(newname), Err: err}
 	}
@@ -218,6 +141,6 @@ func (d *Dir) MoveTo(name string, to *Dir, newname string) error {
 // WriteAdvisory replaces name atomically with data (mode FileMode), not
 // synced: for files a power cut may take back (a metrics textfile), never
 // for a document a promise rests on.
-func (d *Dir) WriteAdvisory(name string, data []byte) error {
+func (d *Subdir) WriteAdvisory(name string, data []byte) error {
 	return writeAdvisory(int(d.f.Fd()), name, data)
 }
