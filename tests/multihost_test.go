@@ -334,12 +334,16 @@ func (r *mhRun) end() time.Time {
 // mhJobArgv is a job that records, on the local disk outside the spool,
 // its start, a tick every 50 ms while it runs, and its end. Where ALIVE
 // names a directory (mhDeaths), it first opens a FIFO of its own there for
-// writing, a descriptor every process of the job inherits: the reader sees
-// its end of file when the last of them is gone, a kill -9 too, and one
-// stuck in a filesystem that does not answer counts as alive.
+// writing as its stdin (fd 0, which it never reads), a descriptor every
+// process of the job inherits: the reader sees its end of file once the
+// last of them has died, a kill -9 too. A process that exits closes its
+// descriptors in order, fd 0 first: one that then waits, dead, to close
+// its log on a cut mount (a FUSE flush the server does not answer) has
+// ended, while one stuck in another call of the cut mount, which may
+// still be carried out when the link heals, is alive.
 func mhJobArgv(chat string, ticks int, extra string) []string {
 	return []string{"sh", "-c", fmt.Sprintf(`rec() { echo "$1 $SPOOL_JOB %s $(hostname) $$ $(date +%%s%%N)" >> "$RUNS"; }
-if [ -n "${ALIVE:-}" ]; then f="$ALIVE/$SPOOL_JOB.$(hostname).$$"; mkfifo "$f" && exec 9>"$f" && echo >&9 || exit 97; fi
+if [ -n "${ALIVE:-}" ]; then f="$ALIVE/$SPOOL_JOB.$(hostname).$$"; mkfifo "$f" && exec 0>"$f" && echo >&0 || exit 97; fi
 rec start; i=0; while [ $i -lt %d ]; do sleep 0.05; rec tick; i=$((i+1)); done; %s rec end`, chat, ticks, extra)}
 }
 
@@ -689,6 +693,10 @@ type mhProof struct {
 type mhCut struct {
 	host          string
 	began, killed time.Time
+	// stuck is what the cut host's jobs' processes still alive at killed
+	// wait in, by run ("job host pid"): the kernel function of the cut
+	// mount's call (fuse_flush: a close), or "" for none.
+	stuck map[string]string
 }
 
 func mhProve(t *testing.T, c *mhCluster, full bool) {
@@ -896,8 +904,11 @@ func (p *mhProof) partitionFor(slot string, length time.Duration) {
 		t.Errorf("host %s cut off: its fence ended its jobs %v after the cut; want within %v", host.name, fenced, within)
 	}
 	killed := began.Add(fenced + mhKillGrace + time.Second) // the grace, and the other jobs' fences
-	p.cuts = append(p.cuts, mhCut{host: host.name, began: began, killed: killed})
-	time.Sleep(length - fenced) // the cut itself
+	// What the kill left alive, and where it waits: the sleep is the
+	// point, the kill's moment.
+	time.Sleep(time.Until(killed))
+	p.cuts = append(p.cuts, mhCut{host: host.name, began: began, killed: killed, stuck: host.stuckRuns()})
+	time.Sleep(length - time.Since(began)) // the rest of the cut
 	p.c.fault(slot, "heal")
 	p.notes = append(p.notes, fmt.Sprintf("host %s cut off for %v: its fence ended its jobs %v after the cut (lease %v)", host.name, length, fenced.Round(100*time.Millisecond), mhLease))
 }
@@ -954,6 +965,35 @@ func (p *mhProof) check() {
 	if len(alive) > 0 {
 		t.Errorf("every job is final, yet %d runs' processes live on: %s", len(alive), strings.Join(alive, ", "))
 	}
+	// A run of a cut-off host that recorded nothing after its fence's kill
+	// and lived on only waiting in its cut mount to close a file (a FUSE
+	// flush, which writes nothing: coreutils close their stdout, the log,
+	// before they exit) ended at the kill: it runs nothing more, and the
+	// flush fails or does nothing once the link heals. One waiting in any
+	// other call of the mount, whose call may still be carried out, lived
+	// until it died.
+	for _, cut := range p.cuts {
+		waited := 0
+		for _, rs := range runs {
+			for _, r := range rs {
+				if r.host != cut.host || !r.first.Before(cut.began) || !r.died.After(cut.killed) || r.last.After(cut.killed) {
+					continue
+				}
+				switch call := cut.stuck[r.job+" "+r.host+" "+r.pid]; call {
+				case "fuse_flush":
+					r.died = cut.killed
+					waited++
+				case "":
+				default:
+					t.Errorf("job %s on the cut-off host %s (pid %s): killed, and still in %s of its cut mount until %s: a call that may be carried out late",
+						r.job, r.host, r.pid, call, r.died.Format("15:04:05.000"))
+				}
+			}
+		}
+		if waited > 0 {
+			p.t.Logf("host %s cut off: %d of its runs, killed, waited to close a file of the cut mount", cut.host, waited)
+		}
+	}
 	for _, o := range mhOverlaps(runs) {
 		t.Error(o.text)
 		p.logJobs(o.a.job, o.b.job)
@@ -1001,6 +1041,41 @@ func (p *mhProof) logJobs(jobs ...string) {
 			}
 		}
 	}
+}
+
+// stuckRuns lists the host's processes of jobs watched by mhDeaths (their
+// stdin is their run's FIFO) by run, with the FUSE call each waits in
+// (from its kernel stack; "" where it waits in none): a call of the
+// mount that does not answer, which even SIGKILL does not end.
+func (h *mhHost) stuckRuns() map[string]string {
+	out := map[string]string{}
+	for pid := range h.procs() {
+		fifo, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/0", pid))
+		if err != nil || !strings.Contains(fifo, "/alive/") {
+			continue
+		}
+		job, rest, _ := strings.Cut(filepath.Base(fifo), ".")
+		i := strings.LastIndexByte(rest, '.')
+		if i < 0 {
+			continue
+		}
+		key := job + " " + rest[:i] + " " + rest[i+1:]
+		call := ""
+		stack, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stack", pid))
+		for _, l := range strings.Split(string(stack), "\n") {
+			if f := strings.Fields(l); len(f) == 2 && strings.HasPrefix(f[1], "fuse_") && !strings.HasPrefix(f[1], "fuse_simple") && !strings.HasPrefix(f[1], "fuse_request") {
+				call, _, _ = strings.Cut(f[1], "+")
+				break
+			}
+		}
+		if call == "" {
+			call = "(none)"
+		}
+		if prev, ok := out[key]; !ok || prev == "fuse_flush" {
+			out[key] = call // a call that is not a close's flush says more
+		}
+	}
+	return out
 }
 
 // mhHostJobs counts the jobs running on the host (processes that record
