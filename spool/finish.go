@@ -33,6 +33,15 @@ type Ending struct {
 	// written and before the result is: for a test that looks at the job
 	// in that window. The daemons leave it nil.
 	BeforeResult func()
+	// Holding, if set, is asked before each step: false means the caller
+	// may have lost the lease without the spool saying so (spoold's fence
+	// fired: the spool did not answer for half a lease, and another host
+	// may take the job over once the lease has passed), and End stops
+	// there with ErrLeaseLost, writing nothing more. What it does not
+	// promise: a step already on its way when the spool stopped answering
+	// may still be carried out when it answers again (no client can call
+	// it back).
+	Holding func() bool
 
 	// crashAfter, for the tests of this package, stops End after that many
 	// of its steps, as a kill -9 there would.
@@ -158,6 +167,9 @@ func (s *Spool) End(e Ending) error {
 	for i, step := range steps {
 		if e.crashAfter > 0 && i == e.crashAfter {
 			return errCrashed
+		}
+		if e.Holding != nil && !e.Holding() {
+			return fmt.Errorf("job %s: end: the spool did not answer while the lease lasted: %w", job, ErrLeaseLost)
 		}
 		if err := step(); err != nil {
 			return err

@@ -70,6 +70,9 @@ func (d *Daemon) handle(it *item) {
 	defer d.claimEnd(it.job)
 	defer d.q.retry(sp.Chat)
 	defer chatLock.Close()
+	// The lease is as old as this moment until its first heartbeat: the
+	// fence counts from it (fence.go).
+	claimed := time.Now()
 	lease, prev, err := d.s.Claim(it.job, d.lease(sp.Chat))
 	if it.parked {
 		d.q.headDone(sp.Chat)
@@ -103,7 +106,7 @@ func (d *Daemon) handle(it *item) {
 		// listing of the root: a lease to judge, should this host die.
 		d.s.Ring(it.job)
 	}
-	d.execute(sp, lease, prev, chatLock)
+	d.execute(sp, lease, prev, chatLock, claimed)
 }
 
 // admit reads the marker and the spec of a job about to be claimed, as

@@ -28,11 +28,14 @@ func signalGroup(pgid int, sig syscall.Signal) error {
 // them: its process group, and its cgroup if it has one. It reads no file
 // of the spool, so the fence may call it.
 func (r *run) signal(sig syscall.Signal) {
-	if r.pgid > 1 {
-		signalGroup(r.pgid, sig)
+	r.procMu.Lock()
+	pgid, cg := r.pgid, r.cg
+	r.procMu.Unlock()
+	if pgid > 1 {
+		signalGroup(pgid, sig)
 	}
-	if r.cg != nil {
-		r.cg.signal(sig)
+	if cg != nil {
+		cg.signal(sig)
 	}
 }
 

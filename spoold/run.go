@@ -68,12 +68,13 @@ type run struct {
 	answered  map[string]bool // question ids answered by an event we appended
 	pgid      int
 	cg        *jobCgroup // its cgroup, when jobs run in cgroups (cgroup.go)
+	procMu    sync.Mutex // pgid and cg, which the fence reads from its goroutine
 	out       *output    // the copy of its stdout and stderr to its log (output.go)
 	started   time.Time
 	reason    ending
 	timeout   time.Duration
 	use       usage  // what it wrote against its limits (limits.go)
-	beat      *beat  // its heartbeat and fence, while it runs (fence.go)
+	beat      *beat  // its heartbeat and fence, from the claim (fence.go)
 	limitText string // the limit that ended it
 }
 
@@ -101,8 +102,9 @@ func (d *Daemon) removeRun(r *run) {
 
 // execute runs one claimed attempt to its end, which end writes (its last
 // progress, then its result). chatLock is held, and inherited by the job's
-// processes.
-func (d *Daemon) execute(sp *spool.Spec, l *spool.Lease, prev *spool.Lease, chatLock *os.File) {
+// processes. claimed is when the claim began: the lease is as old as that
+// until a heartbeat succeeds.
+func (d *Daemon) execute(sp *spool.Spec, l *spool.Lease, prev *spool.Lease, chatLock *os.File, claimed time.Time) {
 	r := &run{
 		d: d, job: l.Job, sp: sp, lease: l,
 		log:  d.log.WithFields(logrus.Fields{"job": l.Job, "chat": sp.Chat, "worker": d.cfg.Worker, "attempt": l.Attempt}),
@@ -122,6 +124,11 @@ func (d *Daemon) execute(sp *spool.Spec, l *spool.Lease, prev *spool.Lease, chat
 	defer d.removeRun(r)
 	d.cfg.Metrics.Started()
 	defer d.cfg.Metrics.Stopped()
+	// The heartbeat and the fence run beside everything from here on
+	// (fence.go): a filesystem that hangs this goroutine must not keep the
+	// job running past its lease, nor let it start past it.
+	r.beat = r.startBeat(claimed)
+	defer r.beat.stop()
 
 	specLock := r.preflight(prev)
 	if specLock == nil {
@@ -133,6 +140,10 @@ func (d *Daemon) execute(sp *spool.Spec, l *spool.Lease, prev *spool.Lease, chat
 		r.flush(true) // before the job runs, whatever the budget
 	}
 	exited, err := r.start(specLock, chatLock)
+	if errors.Is(err, errNotStarted) {
+		r.log.WithError(err).Warn("not started: writing nothing")
+		return
+	}
 	if err != nil {
 		r.end(spool.Failed, nil, err.Error())
 		return
@@ -178,6 +189,11 @@ func (r *run) preflight(prev *spool.Lease) *os.File {
 	return specLock
 }
 
+// errNotStarted is start's refusal of a run that was fenced or lost its
+// lease before its process started: nothing of the job ran, and nothing is
+// written for it.
+var errNotStarted = errors.New("the lease is lost or the spool does not answer")
+
 // start starts the job's process with its cgroup, its stdout, the two
 // locks and, for a script, the pipe bash reads it from; the locks are
 // closed here either way (the child holds them). exited receives the
@@ -194,7 +210,9 @@ func (r *run) start(specLock, chatLock *os.File) (exited <-chan error, err error
 			return nil, err
 		}
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(cg.dir.Fd())
+		r.procMu.Lock()
 		r.cg = cg
+		r.procMu.Unlock()
 	}
 	stdout, started, err := r.stdout()
 	if err != nil {
@@ -215,6 +233,19 @@ func (r *run) start(specLock, chatLock *os.File) (exited <-chan error, err error
 		}
 		cmd.ExtraFiles = append(cmd.ExtraFiles, script)
 	}
+	// The last moment the run may give up: the steps above touch the
+	// spool and may have hung past the fence (or found the lease lost).
+	// Checked again once the process runs: a fence that fired in between
+	// found no group to signal.
+	if r.stale() {
+		if script != nil {
+			script.Close()
+			scriptW.Close()
+		}
+		started(false)
+		r.dropCgroup()
+		return nil, errNotStarted
+	}
 	err = cmd.Start()
 	started(err == nil)
 	if script != nil {
@@ -230,13 +261,18 @@ func (r *run) start(specLock, chatLock *os.File) (exited <-chan error, err error
 	if r.cg != nil {
 		r.cg.started()
 	}
+	r.procMu.Lock()
+	r.pgid = cmd.Process.Pid
+	r.procMu.Unlock()
+	if r.fenced() {
+		r.signal(syscall.SIGKILL)
+	}
 	if scriptW != nil {
 		go func() {
 			scriptW.Write([]byte(*r.sp.Script))
 			scriptW.Close()
 		}()
 	}
-	r.pgid = cmd.Process.Pid
 	ch := make(chan error, 1)
 	go func() { ch <- cmd.Wait() }()
 	return ch, nil
@@ -272,7 +308,23 @@ func (r *run) stdout() (w *os.File, started func(ok bool), err error) {
 func (r *run) dropCgroup() {
 	if r.cg != nil {
 		r.cg.remove()
+		r.procMu.Lock()
 		r.cg = nil
+		r.procMu.Unlock()
+	}
+}
+
+// stale reports whether the run must not start: fenced, or its lease
+// found lost.
+func (r *run) stale() bool {
+	if r.fenced() {
+		return true
+	}
+	select {
+	case <-r.beat.lost:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -286,6 +338,10 @@ func (r *run) lockSpec(prev *spool.Lease) *os.File {
 	defer hb.Stop()
 	killed, told := false, false
 	for {
+		if r.fenced() {
+			r.log.Warn("fenced while waiting for the spec lock: writing nothing")
+			return nil
+		}
 		f, ok, err := d.s.LockSpec(r.job)
 		if err != nil {
 			r.end(spool.Failed, nil, fmt.Sprintf("cannot lock the spec: %v", err))
@@ -338,12 +394,7 @@ func (d *Daemon) decide(script, commitTool string) Verdict {
 // lease, and ending it on cancel, timeout, shutdown or a lost lease.
 func (r *run) loop(exited <-chan error) {
 	d := r.d
-	// The heartbeat and the fence run beside this loop (fence.go): a
-	// filesystem that hangs this loop must not keep the job running past
-	// its lease.
-	b := r.startBeat()
-	defer b.stop()
-	r.beat = b
+	b := r.beat
 	// The limits are measured by a goroutine of their own, which a flood
 	// of events keeping this loop busy does not delay (limits.go).
 	limitHit, stopLimits := r.watchLimits()
@@ -517,7 +568,7 @@ func resetTimer(t *time.Timer, d time.Duration) {
 // output is finished, and then the result and the last progress are
 // written.
 func (r *run) exited(werr error) {
-	if r.beat != nil && r.beat.fenced.Load() {
+	if r.fenced() {
 		// Cut off: nothing more is written for the job, and nothing of
 		// the spool is touched (it may hang); whoever recovers the job
 		// once its lease has expired owns it.
@@ -614,6 +665,9 @@ func (r *run) finishOutput() {
 // event appends one of spoold's own events to the job's events file, which
 // is the one history of the job; it reaches the progress by the reader.
 func (r *run) event(ev spool.Event) {
+	if r.fenced() {
+		return // cut off: the job is whoever recovers it's
+	}
 	ev.Worker = r.d.cfg.Worker
 	ev.Attempt = r.lease.Attempt
 	if _, err := r.ap.Append(ev); err != nil {
@@ -689,6 +743,11 @@ func (r *run) fold(max int) (more bool, err error) {
 // off, and r.due says until when. Every written document is counted
 // against the budget, forced ones too.
 func (r *run) flush(force bool) {
+	if r.fenced() {
+		// Cut off: a document written when the spool answers again
+		// would stand over the chat's next run's.
+		return
+	}
 	now := time.Now()
 	if wait := r.budget.wait(now); wait > 0 && !force {
 		r.due = now.Add(wait)
@@ -753,6 +812,10 @@ func (r *run) checkAnswer() {
 // lease removed. A run that lost its lease writes nothing.
 func (r *run) end(st spool.State, exit *int, errText string) {
 	d := r.d
+	if r.fenced() {
+		r.log.Warn("fenced: the job was ended while the spool did not answer; writing nothing")
+		return
+	}
 	if cur, _, err := d.s.ReadLease(r.job); err != nil || !cur.Same(r.lease) {
 		r.log.Warn("lease lost before the end: writing nothing")
 		return
@@ -770,7 +833,8 @@ func (r *run) end(st spool.State, exit *int, errText string) {
 		res.Error = &errText
 	}
 	res.Limits = r.use.hits()
-	e := spool.Ending{Result: res, Lease: r.lease, Worker: d.cfg.Worker, Progress: &r.p}
+	e := spool.Ending{Result: res, Lease: r.lease, Worker: d.cfg.Worker, Progress: &r.p,
+		Holding: func() bool { return !r.fenced() }}
 	// An end that cannot be written (a full disk) is tried again while
 	// the lease is kept fresh: given up, the lease would go stale and a
 	// recoverer would end the job "worker died", or run it again, though
@@ -779,6 +843,13 @@ func (r *run) end(st spool.State, exit *int, errText string) {
 		err := d.s.End(e)
 		if err == nil {
 			break
+		}
+		if errors.Is(err, spool.ErrLeaseLost) && r.fenced() {
+			// The spool stopped answering for half the lease: the lease
+			// records the ending if its first step was made, and whoever
+			// recovers the job finishes it.
+			r.log.Warn("fenced while the end was written: writing nothing more; the recovery finishes the end")
+			return
 		}
 		if errors.Is(err, spool.ErrLeaseLost) {
 			// Taken over while the end was on its way (the filesystem

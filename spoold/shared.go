@@ -78,9 +78,10 @@ func optSeconds(fs spool.Filesystem, name string, def time.Duration) time.Durati
 //   - NFS with local_lock=flock or all: each host would see only its own
 //     locks, and be unable to tell a live attempt's;
 //   - a lease too short for the kill grace and the filesystem's staleness:
-//     a cut-off host's jobs are ended half a lease after its last heartbeat
-//     plus the kill grace, and must be dead before another host can see
-//     the heartbeat still for a lease (docs/spoold.md, "Cut off").
+//     a cut-off host's jobs must be dead before another host can take them
+//     over (or run their chats' next jobs), with a margin for the skew
+//     bound and the staleness (fence.go, "The timing rule"; docs/spoold.md,
+//     "Cut off").
 func CheckShared(fs spool.Filesystem, poll, lease, killGrace time.Duration) error {
 	e := EngineOf(fs)
 	if !e.Shared {
@@ -92,10 +93,10 @@ func CheckShared(fs spool.Filesystem, poll, lease, killGrace time.Duration) erro
 	if v, ok := fs.Option("local_lock"); ok && (v == "flock" || v == "all") {
 		return fmt.Errorf("the spool is on NFS mounted with local_lock=%s: each host would see only its own locks; mount it without local_lock (docs/operations.md, \"Locks\")", v)
 	}
-	if killGrace+e.Stale >= lease/2 {
-		want := 2 * (killGrace + e.Stale)
-		return fmt.Errorf("--lease %v is too short on %s: a cut-off host's jobs are fenced half a lease after its last heartbeat and killed --kill-grace (%v) later, and a heartbeat may look up to %v old there: want --lease above %v, or a shorter --kill-grace (docs/spoold.md, \"Cut off\")",
-			lease, e.Name, killGrace, e.Stale, want)
+	if fenceMargin(lease, killGrace, e.Stale) < 0 {
+		want := minSharedLease(killGrace, e.Stale).Round(100 * time.Millisecond)
+		return fmt.Errorf("--lease %v is too short on %s: a cut-off host's jobs are fenced half a lease after its last heartbeat and killed --kill-grace (%v) later, and must be dead %v (the clocks' skew bound) and %v (how old a heartbeat may look there) before another host can take them over, a lease after it: want --lease of at least %v, or a shorter --kill-grace (docs/spoold.md, \"Cut off\")",
+			lease, e.Name, killGrace, SkewBound, e.Stale, want)
 	}
 	return nil
 }

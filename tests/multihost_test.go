@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -310,19 +311,165 @@ func mhFUSE(mountinfo string) []string {
 // spooldLog is what spoold on the host logged.
 func (h *mhHost) spooldLog() string { return h.p.logText() }
 
-// mhRun is one attempt of a job as the job itself recorded it.
+// mhRun is one attempt of a job as the job itself recorded it, and, where
+// an mhDeaths watched it, when its last process died.
 type mhRun struct {
 	job, chat, host string
 	pid             string
 	first, last     time.Time
 	ended           bool
+	died            time.Time // zero where not watched, or still alive
+}
+
+// end is when the run was last alive: its death where it was watched
+// (never before its last record), else its last record (which may be up
+// to a tick, 50 ms, earlier).
+func (r *mhRun) end() time.Time {
+	if r.died.After(r.last) {
+		return r.died
+	}
+	return r.last
 }
 
 // mhJobArgv is a job that records, on the local disk outside the spool,
-// its start, a tick every 50 ms while it runs, and its end.
+// its start, a tick every 50 ms while it runs, and its end. Where ALIVE
+// names a directory (mhDeaths), it first opens a FIFO of its own there for
+// writing as its stdin (fd 0, which it never reads), a descriptor every
+// process of the job inherits: the reader sees its end of file once the
+// last of them has died, a kill -9 too. A process that exits closes its
+// descriptors in order, fd 0 first: one that then waits, dead, to close
+// its log on a cut mount (a FUSE flush the server does not answer) has
+// ended, while one stuck in another call of the cut mount, which may
+// still be carried out when the link heals, is alive.
 func mhJobArgv(chat string, ticks int, extra string) []string {
 	return []string{"sh", "-c", fmt.Sprintf(`rec() { echo "$1 $SPOOL_JOB %s $(hostname) $$ $(date +%%s%%N)" >> "$RUNS"; }
+if [ -n "${ALIVE:-}" ]; then f="$ALIVE/$SPOOL_JOB.$(hostname).$$"; mkfifo "$f" && exec 0>"$f" && echo >&0 || exit 97; fi
 rec start; i=0; while [ $i -lt %d ]; do sleep 0.05; rec tick; i=$((i+1)); done; %s rec end`, chat, ticks, extra)}
+}
+
+// mhDeaths watches the FIFOs the jobs open in its directory (mhJobArgv's
+// ALIVE) and notes when each job's last process died, on this process's
+// clock, which is the jobs' too (one machine).
+type mhDeaths struct {
+	dir     string
+	mu      sync.Mutex
+	died    map[string]time.Time // by "job host pid", as mhReadRuns keys runs
+	open    map[*os.File]bool    // the FIFOs read
+	quit    chan struct{}
+	stopped sync.Once
+	done    sync.WaitGroup
+}
+
+func mhWatchDeaths(t testing.TB, dir string) *mhDeaths {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w := &mhDeaths{dir: dir, died: map[string]time.Time{}, open: map[*os.File]bool{}, quit: make(chan struct{})}
+	seen := map[string]bool{}
+	w.done.Add(1)
+	go func() {
+		defer w.done.Done()
+		for {
+			select {
+			case <-w.quit:
+				return
+			case <-time.After(5 * time.Millisecond): // the jobs wait on their FIFO's reader meanwhile
+			}
+			ents, _ := os.ReadDir(dir)
+			for _, e := range ents {
+				if seen[e.Name()] {
+					continue
+				}
+				// Non-blocking: the job's open for writing waits for it.
+				fd, err := syscall.Open(filepath.Join(dir, e.Name()), syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+				if err != nil {
+					continue
+				}
+				seen[e.Name()] = true
+				f := os.NewFile(uintptr(fd), e.Name())
+				w.mu.Lock()
+				w.open[f] = true
+				w.mu.Unlock()
+				w.done.Add(1)
+				go w.watch(f, e.Name())
+			}
+		}
+	}()
+	t.Cleanup(w.stop)
+	return w
+}
+
+// watch reads one job's FIFO: a byte once the job opened it, then its end
+// of file when no process holds it any more. Before the job opened it,
+// a read also finds no writer: that end of file is waited out.
+func (w *mhDeaths) watch(f *os.File, name string) {
+	defer w.done.Done()
+	defer func() {
+		w.mu.Lock()
+		if w.open[f] {
+			delete(w.open, f)
+			f.Close()
+		}
+		w.mu.Unlock()
+	}()
+	opened := false
+	buf := make([]byte, 64)
+	for {
+		n, err := f.Read(buf)
+		opened = opened || n > 0
+		switch {
+		case err == nil:
+		case errors.Is(err, io.EOF) && opened:
+			at := time.Now()
+			job, rest, _ := strings.Cut(name, ".")
+			i := strings.LastIndexByte(rest, '.')
+			if i > 0 {
+				w.mu.Lock()
+				w.died[job+" "+rest[:i]+" "+rest[i+1:]] = at
+				w.mu.Unlock()
+			}
+			return
+		case errors.Is(err, io.EOF):
+			select {
+			case <-w.quit:
+				return
+			case <-time.After(time.Millisecond): // not opened yet
+			}
+		default:
+			return // closed by stop
+		}
+	}
+}
+
+// stop stops watching; what is still alive stays so in the record.
+func (w *mhDeaths) stop() {
+	w.stopped.Do(func() {
+		close(w.quit)
+		w.mu.Lock()
+		for f := range w.open {
+			f.Close() // its read returns
+		}
+		w.open = map[*os.File]bool{}
+		w.mu.Unlock()
+		w.done.Wait()
+	})
+}
+
+// of adds the deaths seen to runs, and lists the watched runs whose
+// processes still live.
+func (w *mhDeaths) of(runs map[string][]*mhRun) (alive []string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, rs := range runs {
+		for _, r := range rs {
+			if at, ok := w.died[r.job+" "+r.host+" "+r.pid]; ok {
+				r.died = at
+			} else {
+				alive = append(alive, fmt.Sprintf("job %s on %s (pid %s)", r.job, r.host, r.pid))
+			}
+		}
+	}
+	return alive
 }
 
 // mhReadRuns reads the jobs' record: its attempts, by job.
@@ -359,9 +506,10 @@ func mhReadRuns(t testing.TB, path string) map[string][]*mhRun {
 }
 
 // mhOverlaps lists the attempts of one job, or of one chat, that ran at
-// once on two hosts (or twice on one).
-func mhOverlaps(runs map[string][]*mhRun) []string {
-	var bad []string
+// once on two hosts (or twice on one), each from its start to its death
+// (mhRun.end): an overlap of any length.
+func mhOverlaps(runs map[string][]*mhRun) []mhOverlap {
+	var bad []mhOverlap
 	byChat := map[string][]*mhRun{}
 	for _, rs := range runs {
 		for _, r := range rs {
@@ -371,15 +519,29 @@ func mhOverlaps(runs map[string][]*mhRun) []string {
 	for chat, rs := range byChat {
 		for i, a := range rs {
 			for _, b := range rs[i+1:] {
-				if a.first.Before(b.last) && b.first.Before(a.last) {
-					bad = append(bad, fmt.Sprintf("chat %s: job %s on %s (%s..%s) and job %s on %s (%s..%s) ran at once",
-						chat, a.job, a.host, a.first.Format("15:04:05.000"), a.last.Format("15:04:05.000"),
-						b.job, b.host, b.first.Format("15:04:05.000"), b.last.Format("15:04:05.000")))
+				if a.first.Before(b.end()) && b.first.Before(a.end()) {
+					from, to := a.first, a.end()
+					if b.first.After(from) {
+						from = b.first
+					}
+					if b.end().Before(to) {
+						to = b.end()
+					}
+					over := to.Sub(from)
+					bad = append(bad, mhOverlap{a, b, fmt.Sprintf("chat %s: job %s on %s (pid %s, %s..%s) and job %s on %s (pid %s, %s..%s) ran at once for %v",
+						chat, a.job, a.host, a.pid, a.first.Format("15:04:05.000000"), a.end().Format("15:04:05.000000"),
+						b.job, b.host, b.pid, b.first.Format("15:04:05.000000"), b.end().Format("15:04:05.000000"), over)})
 				}
 			}
 		}
 	}
 	return bad
+}
+
+// mhOverlap is two runs of a chat at once.
+type mhOverlap struct {
+	a, b *mhRun
+	text string
 }
 
 // serverSubmit submits on the file server's own view of the spool.
@@ -431,7 +593,7 @@ func TestMultiHostClaimLatency(t *testing.T) {
 				t.Skip("sshfs's defaults are measured with MULTIHOST=full")
 			}
 			c.t = t
-			h := c.spooldHost("lat-"+tc.name, "h1", []string{"VMSP_SSHFS_OPTS=" + tc.opts}, "--poll", "200ms", "--lease", "6s", "--kill-grace", "1s", "--metrics-file", "off")
+			h := c.spooldHost("lat-"+tc.name, "h1", []string{"VMSP_SSHFS_OPTS=" + tc.opts}, "--poll", "200ms", "--lease", "6s", "--kill-grace", "500ms", "--metrics-file", "off")
 			defer h.kill()
 			// The first job warms the mount (its directory is read once).
 			var waits []time.Duration
@@ -524,16 +686,22 @@ type mhProof struct {
 	cancels map[string]bool
 	cuts    []mhCut
 	notes   []string
+	deaths  *mhDeaths // when each run's last process died
 }
 
 // mhCut is one host cut off: its worker, when, and when its fence killed.
 type mhCut struct {
 	host          string
 	began, killed time.Time
+	// stuck is what the cut host's jobs' processes still alive at killed
+	// wait in, by run ("job host pid"): the kernel function of the cut
+	// mount's call (fuse_flush: a close), or "" for none.
+	stuck map[string]string
 }
 
 func mhProve(t *testing.T, c *mhCluster, full bool) {
 	p := &mhProof{t: t, c: c, hosts: map[string]*mhHost{}, cancels: map[string]bool{}}
+	p.deaths = mhWatchDeaths(t, filepath.Join(c.dir, "alive"))
 	perWave := 21
 	p.chats = 12
 	if full {
@@ -640,7 +808,7 @@ func (p *mhProof) waveOf(what string, n, ticks int, fault func()) {
 		if k%20 == 7 {
 			extra = `a=$(spool ask --timeout 60s "go on?") || exit 9;`
 		}
-		id := spooldSubmit(t, p.c.spool, append([]string{"--chat", chat, "--attempts", "3", "--env", "RUNS=" + p.c.runs, "--"},
+		id := spooldSubmit(t, p.c.spool, append([]string{"--chat", chat, "--attempts", "3", "--env", "RUNS=" + p.c.runs, "--env", "ALIVE=" + p.deaths.dir, "--"},
 			mhJobArgv(chat, ticks+k%6, extra)...)...)
 		ids = append(ids, id)
 		if k%25 == 11 {
@@ -736,8 +904,11 @@ func (p *mhProof) partitionFor(slot string, length time.Duration) {
 		t.Errorf("host %s cut off: its fence ended its jobs %v after the cut; want within %v", host.name, fenced, within)
 	}
 	killed := began.Add(fenced + mhKillGrace + time.Second) // the grace, and the other jobs' fences
-	p.cuts = append(p.cuts, mhCut{host: host.name, began: began, killed: killed})
-	time.Sleep(length - fenced) // the cut itself
+	// What the kill left alive, and where it waits: the sleep is the
+	// point, the kill's moment.
+	time.Sleep(time.Until(killed))
+	p.cuts = append(p.cuts, mhCut{host: host.name, began: began, killed: killed, stuck: host.stuckRuns()})
+	time.Sleep(length - time.Since(began)) // the rest of the cut
 	p.c.fault(slot, "heal")
 	p.notes = append(p.notes, fmt.Sprintf("host %s cut off for %v: its fence ended its jobs %v after the cut (lease %v)", host.name, length, fenced.Round(100*time.Millisecond), mhLease))
 }
@@ -785,8 +956,47 @@ func (p *mhProof) check() {
 		}
 	}
 	runs := mhReadRuns(t, p.c.runs)
-	for _, b := range mhOverlaps(runs) {
-		t.Error(b)
+	// Every job is final: its processes are gone, or going (a fenced
+	// one's, stuck in a call of its cut mount until it answered).
+	alive := p.deaths.of(runs)
+	for deadline := time.Now().Add(30 * time.Second); len(alive) > 0 && time.Now().Before(deadline); alive = p.deaths.of(runs) {
+		time.Sleep(50 * time.Millisecond) // the poll of the wait
+	}
+	if len(alive) > 0 {
+		t.Errorf("every job is final, yet %d runs' processes live on: %s", len(alive), strings.Join(alive, ", "))
+	}
+	// A run of a cut-off host that recorded nothing after its fence's kill
+	// and lived on only waiting in its cut mount to close a file (a FUSE
+	// flush, which writes nothing: coreutils close their stdout, the log,
+	// before they exit) ended at the kill: it runs nothing more, and the
+	// flush fails or does nothing once the link heals. One waiting in any
+	// other call of the mount, whose call may still be carried out, lived
+	// until it died.
+	for _, cut := range p.cuts {
+		waited := 0
+		for _, rs := range runs {
+			for _, r := range rs {
+				if r.host != cut.host || !r.first.Before(cut.began) || !r.died.After(cut.killed) || r.last.After(cut.killed) {
+					continue
+				}
+				switch call := cut.stuck[r.job+" "+r.host+" "+r.pid]; call {
+				case "fuse_flush":
+					r.died = cut.killed
+					waited++
+				case "":
+				default:
+					t.Errorf("job %s on the cut-off host %s (pid %s): killed, and still in %s of its cut mount until %s: a call that may be carried out late",
+						r.job, r.host, r.pid, call, r.died.Format("15:04:05.000"))
+				}
+			}
+		}
+		if waited > 0 {
+			p.t.Logf("host %s cut off: %d of its runs, killed, waited to close a file of the cut mount", cut.host, waited)
+		}
+	}
+	for _, o := range mhOverlaps(runs) {
+		t.Error(o.text)
+		p.logJobs(o.a.job, o.b.job)
 	}
 	attempts, byHost := 0, map[string]int{}
 	for _, rs := range runs {
@@ -802,9 +1012,9 @@ func (p *mhProof) check() {
 		for job, rs := range runs {
 			var latest *mhRun
 			for _, r := range rs {
-				if r.host == cut.host && r.first.Before(cut.began) && r.last.After(cut.killed) {
+				if r.host == cut.host && r.first.Before(cut.began) && r.end().After(cut.killed) {
 					t.Errorf("job %s ran on the cut-off host %s until %s, after its fence's kill at %s",
-						job, r.host, r.last.Format("15:04:05.000"), cut.killed.Format("15:04:05.000"))
+						job, r.host, r.end().Format("15:04:05.000"), cut.killed.Format("15:04:05.000"))
 				}
 				if latest == nil || r.first.After(latest.first) {
 					latest = r
@@ -813,9 +1023,59 @@ func (p *mhProof) check() {
 			res := results[job]
 			if res != nil && latest != nil && latest.host != cut.host && latest.first.After(cut.began) && strings.HasPrefix(res.Worker, cut.host+":") {
 				t.Errorf("job %s: the result is the cut-off host %s's (%s), over the run host %s took over", job, cut.host, res.Worker, latest.host)
+				p.logJobs(job)
 			}
 		}
 	}
+}
+
+// logJobs logs what every host's spoold said of the jobs, for a failure.
+func (p *mhProof) logJobs(jobs ...string) {
+	for _, h := range p.all {
+		for _, l := range strings.Split(h.spooldLog(), "\n") {
+			for _, job := range jobs {
+				if strings.Contains(l, job) {
+					p.t.Logf("%s: %s", h.name, l)
+					break
+				}
+			}
+		}
+	}
+}
+
+// stuckRuns lists the host's processes of jobs watched by mhDeaths (their
+// stdin is their run's FIFO) by run, with the FUSE call each waits in
+// (from its kernel stack; "" where it waits in none): a call of the
+// mount that does not answer, which even SIGKILL does not end.
+func (h *mhHost) stuckRuns() map[string]string {
+	out := map[string]string{}
+	for pid := range h.procs() {
+		fifo, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/0", pid))
+		if err != nil || !strings.Contains(fifo, "/alive/") {
+			continue
+		}
+		job, rest, _ := strings.Cut(filepath.Base(fifo), ".")
+		i := strings.LastIndexByte(rest, '.')
+		if i < 0 {
+			continue
+		}
+		key := job + " " + rest[:i] + " " + rest[i+1:]
+		call := ""
+		stack, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stack", pid))
+		for _, l := range strings.Split(string(stack), "\n") {
+			if f := strings.Fields(l); len(f) == 2 && strings.HasPrefix(f[1], "fuse_") && !strings.HasPrefix(f[1], "fuse_simple") && !strings.HasPrefix(f[1], "fuse_request") {
+				call, _, _ = strings.Cut(f[1], "+")
+				break
+			}
+		}
+		if call == "" {
+			call = "(none)"
+		}
+		if prev, ok := out[key]; !ok || prev == "fuse_flush" {
+			out[key] = call // a call that is not a close's flush says more
+		}
+	}
+	return out
 }
 
 // mhHostJobs counts the jobs running on the host (processes that record
@@ -836,7 +1096,7 @@ func mhHostJobs(h *mhHost) int {
 // the watchers started, and neither takes it for the second run's end.
 func TestMultiHostWatchers(t *testing.T) {
 	c := mhStart(t, "sshfs")
-	c.spooldHost("a", "h1", nil, "--poll", "200ms", "--lease", "6s", "--kill-grace", "1s", "--metrics-file", "off")
+	c.spooldHost("a", "h1", nil, "--poll", "200ms", "--lease", "6s", "--kill-grace", "500ms", "--metrics-file", "off")
 	first := c.serverSubmit("w", "sh", "-c", "spool say first-1; spool say first-2")
 	s, err := spool.Open(c.spool)
 	if err != nil {
@@ -857,7 +1117,7 @@ func TestMultiHostWatchers(t *testing.T) {
 	// spool. Host bs's loopback is its own: the stream is read through a
 	// connection made in its network namespace.
 	serveRegister(t, c.spool, strings.TrimSpace(string(addr)))
-	client := &http.Client{Transport: tokenTransport{&http.Transport{DialContext: mhDialIn("vmsp-h3")}}}
+	client := &http.Client{Transport: tokenTransport{&http.Transport{DialContext: mhDialIn(mhNetns("h3"))}}}
 	stream, code := watchdStreamWith(t, t.Context(), client, "http://"+strings.TrimSpace(string(addr))+"/chats/w/events", "")
 	if code != 200 {
 		t.Fatalf("GET /chats/w/events on host bs: %d", code)
@@ -892,6 +1152,16 @@ func TestMultiHostWatchers(t *testing.T) {
 	if r, _ := s.ReadResult(second, spool.Done); r == nil {
 		t.Errorf("the second run did not end done")
 	}
+}
+
+// mhNetns is the network namespace of slot: the engine scripts' names,
+// whose prefix VMSP_NS moves (scripts/engines/lib.sh).
+func mhNetns(slot string) string {
+	ns := os.Getenv("VMSP_NS")
+	if ns == "" {
+		ns = "vmsp"
+	}
+	return ns + "-" + slot
 }
 
 // mhDialIn dials from inside the network namespace netns (a host's): the
@@ -938,7 +1208,7 @@ func TestMultiHostRefusesUnsafe(t *testing.T) {
 		want string
 	}{
 		{"no poll", []string{"--lease", "30s"}, "only --poll guards a chat's run across hosts"},
-		{"short lease", []string{"--poll", "1s", "--lease", "6s", "--kill-grace", "5s"}, "want --lease above 12s"},
+		{"short lease", []string{"--poll", "1s", "--lease", "6s", "--kill-grace", "5s"}, "want --lease of at least 14.7s"},
 	} {
 		h := c.host("refused-"+strings.ReplaceAll(tc.name, " ", "-"), "h1", nil,
 			append([]string{"sh", "-c", `spoold --spool "$SPOOL" --metrics-file off "$@"; echo "spoold exit $?"`, "spoold"}, tc.args...)...)

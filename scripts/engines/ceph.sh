@@ -147,7 +147,7 @@ CONFFILE
 	echo "admin=$VMSP_BASE/mnt/admin"
 }
 
-mount_slot() { mount_at "vmsp-$1" "$2" "$1"; }
+mount_slot() { mount_at "$VMSP_NS-$1" "$2" "$1"; }
 
 mount_at() { # mount_at NETNS DIR NAME
 	local ns=$1 dir=$2 name=$3 pre

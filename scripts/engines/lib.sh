@@ -8,7 +8,9 @@
 #   vmsp-h2    $VMSP_NET.12, vmsp-h3 $VMSP_NET.13
 #
 # The names are the project's own, so that an operator's namespaces are
-# left alone. Nothing is added to the root namespace: no address, no route.
+# left alone; VMSP_NS (default vmsp) is their prefix, so that two runs on
+# one machine (with two VMSP_BASEs) do not meet. Nothing is added to the
+# root namespace: no address, no route.
 #
 # A host's FUSE client runs with only its network namespace switched
 # (nsenter --net): its traffic goes over that host's link alone, so a fault
@@ -17,7 +19,8 @@
 # the host's namespace.
 
 VMSP_NET=${VMSP_NET:-10.77.7}
-VMSP_SRV=vmsp-srv
+VMSP_NS=${VMSP_NS:-vmsp}
+VMSP_SRV=$VMSP_NS-srv
 VMSP_BR=vmspbr0
 VMSP_SLOTS=${VMSP_SLOTS:-"h1 h2 h3"}
 VMSP_SRV_IP=$VMSP_NET.1
@@ -46,7 +49,7 @@ vmsp_netns_up() {
 	fi
 	ip -n "$VMSP_SRV" link set "$VMSP_BR" up
 	for h in $VMSP_SLOTS; do
-		n=vmsp-$h
+		n=$VMSP_NS-$h
 		ip netns list | grep -qw "$n" || ip netns add "$n"
 		ip -n "$n" link set lo up
 		if ! ip -n "$n" link show eth0 >/dev/null 2>&1; then
@@ -61,15 +64,15 @@ vmsp_netns_up() {
 
 vmsp_netns_down() {
 	local h
-	for h in $VMSP_SLOTS; do ip netns del "vmsp-$h" 2>/dev/null || true; done
+	for h in $VMSP_SLOTS; do ip netns del "$VMSP_NS-$h" 2>/dev/null || true; done
 	ip netns del "$VMSP_SRV" 2>/dev/null || true
 }
 
 vmsp_in_srv() { nsenter --net="/run/netns/$VMSP_SRV" "$@"; }
-vmsp_in_slot() { local h=$1; shift; nsenter --net="/run/netns/vmsp-$h" "$@"; }
+vmsp_in_slot() { local h=$1; shift; nsenter --net="/run/netns/$VMSP_NS-$h" "$@"; }
 
 # Faults on a host's link, in its own namespace (its mount alone is hit).
-vmsp_ipt() { local h=$1; shift; ip netns exec "vmsp-$h" iptables -w "$@"; }
+vmsp_ipt() { local h=$1; shift; ip netns exec "$VMSP_NS-$h" iptables -w "$@"; }
 
 vmsp_heal() {
 	vmsp_ipt "$1" -F INPUT 2>/dev/null || true
@@ -197,7 +200,7 @@ vmsp_host() {
 	vmsp_check_slot "$h"
 	[ $# -gt 0 ] || vmsp_die "host $h: no command"
 	mkdir -p "$dir" "$VMSP_BASE/run"
-	exec nsenter --net="/run/netns/vmsp-$h" unshare --pid --fork --kill-child=SIGKILL --mount --uts \
+	exec nsenter --net="/run/netns/$VMSP_NS-$h" unshare --pid --fork --kill-child=SIGKILL --mount --uts \
 		--mount-proc --propagation private \
 		sh -c 'hostname "$VMSP_HOSTNAME" && "$VMSP_SELF" mount "$VMSP_SLOT" "$VMSP_DIR" || exit 97
 echo "host $VMSP_HOSTNAME: mounted at $VMSP_DIR"
