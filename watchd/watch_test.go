@@ -447,19 +447,7 @@ func TestFollowerEndFromResultWhenCleared(t *testing.T) {
 	if err := s.ClearChat("c"); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	h, err := NewHub(s, HubConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	go h.Run(ctx)
-	w, err := NewFollower(s, h, "c", Guards{Began: spool.Now(), Job: "j1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	ctx, w := followJ1(t, s)
 	w.CheckEvery = time.Hour
 	var got []Output
 	for len(got) == 0 || got[len(got)-1].Kind != End {
@@ -472,6 +460,26 @@ func TestFollowerEndFromResultWhenCleared(t *testing.T) {
 	if end := got[len(got)-1]; !end.FromResult || end.State != spool.Failed || said(got) != "status:working | end:failed (exit 3)" {
 		t.Errorf("outputs %s, end %+v", said(got), end)
 	}
+}
+
+// followJ1 follows job j1 of chat c on a hub of its own, until the test
+// ends (at most 10 s).
+func followJ1(t *testing.T, s *spool.Spool) (context.Context, *Follower) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	h, err := NewHub(s, HubConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	go h.Run(ctx)
+	f, err := NewFollower(s, h, "c", Guards{Began: spool.Now(), Job: "j1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	return ctx, f
 }
 
 // A run's last document lands before its result (spool.End): the End it
@@ -487,19 +495,7 @@ func TestFollowerEndWaitsForResult(t *testing.T) {
 	if err := s.WriteProgress(last); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	h, err := NewHub(s, HubConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	go h.Run(ctx)
-	f, err := NewFollower(s, h, "c", Guards{Began: spool.Now(), Job: "j1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	ctx, f := followJ1(t, s)
 	out, err := f.Next(ctx, nil)
 	if err != nil || said(out) != "status:working" {
 		t.Fatalf("before the result: %s, %v (want the events and no end)", said(out), err)
@@ -530,19 +526,7 @@ func TestFollowerEndHoldIsBounded(t *testing.T) {
 	if err := s.WriteProgress(&spool.Progress{Job: "j1", Chat: "c", Done: true, State: spool.Failed, Exit: ip(2)}); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	h, err := NewHub(s, HubConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	go h.Run(ctx)
-	f, err := NewFollower(s, h, "c", Guards{Began: spool.Now(), Job: "j1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	ctx, f := followJ1(t, s)
 	wake := make(chan time.Time)
 	close(wake)
 	for f.held == nil {
