@@ -206,26 +206,7 @@ func TestEndCrashResumes(t *testing.T) {
 				if err != nil || rec.Ending == nil || rec.Ending.State != Done {
 					t.Fatalf("the lease after %d steps: %+v %v; want the ending recorded", k, rec, err)
 				}
-				switch by {
-				case "end":
-					// What the recoverer would say of a dead worker;
-					// the end recorded wins.
-					died := &Result{Job: job, Chat: chat, State: Failed, Attempt: l.Attempt, Worker: "w"}
-					died.Errorf("worker w died")
-					if err := s.End(Ending{Result: died, Lease: rec, Worker: "r"}); err != nil {
-						t.Fatal(err)
-					}
-				case "fsck":
-					found, err := s.Fsck(FsckOptions{Fix: true, Host: "h", Boot: "b"})
-					if err != nil {
-						t.Fatal(err)
-					}
-					for _, f := range found {
-						if !f.Fixed() {
-							t.Errorf("finding not fixed: %s", f)
-						}
-					}
-				}
+				recoverEnd(t, s, by, job, chat, rec)
 				got := shapeOf(t, s, job, chat)
 				want := want
 				want.Doc = strings.Replace(want.Doc, want.Doc[:strings.IndexByte(want.Doc, ' ')], job, 1)
@@ -272,24 +253,7 @@ func TestEndHoldingStops(t *testing.T) {
 					strings.Contains(got.Doc, "done=true") != (k >= 3) || (got.States == 2) != (k >= 4) || !got.Lease {
 					t.Fatalf("after %d steps: ending recorded %v, %+v", k, rec.Ending != nil, got)
 				}
-				switch by {
-				case "end":
-					died := &Result{Job: job, Chat: chat, State: Failed, Attempt: l.Attempt, Worker: "w"}
-					died.Errorf("worker w died")
-					if err := s.End(Ending{Result: died, Lease: rec, Worker: "r"}); err != nil {
-						t.Fatal(err)
-					}
-				case "fsck":
-					found, err := s.Fsck(FsckOptions{Fix: true, Host: "h", Boot: "b"})
-					if err != nil {
-						t.Fatal(err)
-					}
-					for _, f := range found {
-						if !f.Fixed() {
-							t.Errorf("finding not fixed: %s", f)
-						}
-					}
-				}
+				recoverEnd(t, s, by, job, chat, rec)
 				got = shapeOf(t, s, job, chat)
 				want := endShape{States: 1, Ends: 1, LastIsEnd: true, State: Done, EndText: "done (exit 0)", Attempt: l.Attempt, Doc: job + " done done=true last=end"}
 				if k == 0 {
@@ -300,6 +264,31 @@ func TestEndHoldingStops(t *testing.T) {
 					t.Errorf("recovered by %s after %d steps:\n got %+v\nwant %+v", by, k, got, want)
 				}
 			})
+		}
+	}
+}
+
+// recoverEnd recovers the lease rec of a dead worker w, by End as
+// spoold's recovery calls it ("worker w died": an end the lease records
+// wins) or by fsck --fix.
+func recoverEnd(t *testing.T, s *Spool, by, job, chat string, rec *Lease) {
+	t.Helper()
+	switch by {
+	case "end":
+		died := &Result{Job: job, Chat: chat, State: Failed, Attempt: rec.Attempt, Worker: "w"}
+		died.Errorf("worker w died")
+		if err := s.End(Ending{Result: died, Lease: rec, Worker: "r"}); err != nil {
+			t.Fatal(err)
+		}
+	case "fsck":
+		found, err := s.Fsck(FsckOptions{Fix: true, Host: "h", Boot: "b"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range found {
+			if !f.Fixed() {
+				t.Errorf("finding not fixed: %s", f)
+			}
 		}
 	}
 }
