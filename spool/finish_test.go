@@ -206,26 +206,7 @@ func TestEndCrashResumes(t *testing.T) {
 				if err != nil || rec.Ending == nil || rec.Ending.State != Done {
 					t.Fatalf("the lease after %d steps: %+v %v; want the ending recorded", k, rec, err)
 				}
-				switch by {
-				case "end":
-					// What the recoverer would say of a dead worker;
-					// the end recorded wins.
-					died := &Result{Job: job, Chat: chat, State: Failed, Attempt: l.Attempt, Worker: "w"}
-					died.Errorf("worker w died")
-					if err := s.End(Ending{Result: died, Lease: rec, Worker: "r"}); err != nil {
-						t.Fatal(err)
-					}
-				case "fsck":
-					found, err := s.Fsck(FsckOptions{Fix: true, Host: "h", Boot: "b"})
-					if err != nil {
-						t.Fatal(err)
-					}
-					for _, f := range found {
-						if !f.Fixed() {
-							t.Errorf("finding not fixed: %s", f)
-						}
-					}
-				}
+				recoverEnd(t, s, by, job, chat, rec)
 				got := shapeOf(t, s, job, chat)
 				want := want
 				want.Doc = strings.Replace(want.Doc, want.Doc[:strings.IndexByte(want.Doc, ' ')], job, 1)
@@ -233,6 +214,81 @@ func TestEndCrashResumes(t *testing.T) {
 					t.Errorf("resumed after %d steps by %s:\n got %+v\nwant %+v", k, by, got, want)
 				}
 			})
+		}
+	}
+}
+
+// TestEndHoldingStops: an end whose Holding turns false between two steps
+// (spoold's fence fired while the end was written) stops there, writes
+// nothing more, and returns ErrLeaseLost; whoever recovers the lease then
+// (End, as spoold's recovery calls it with "worker died", or fsck --fix)
+// leaves the one shape: the end begun (the ending recorded in the lease)
+// is finished as it was begun, and an end not begun is the recovery's.
+func TestEndHoldingStops(t *testing.T) {
+	zero := 0
+	for _, by := range []string{"end", "fsck"} {
+		for k := 0; k <= 4; k++ {
+			t.Run(fmt.Sprintf("%s/holding%d", by, k), func(t *testing.T) {
+				s := testSpool(t)
+				chat := "c"
+				job, l := claimed(t, s, chat)
+				asked := 0
+				holding := func() bool { asked++; return asked <= k }
+				res := &Result{Job: job, Chat: chat, State: Done, Exit: &zero, Attempt: l.Attempt, First: l.First, Worker: "w"}
+				err := s.End(Ending{Result: res, Lease: l, Worker: "w", Holding: holding})
+				if !errors.Is(err, ErrLeaseLost) {
+					t.Fatalf("End with Holding false after %d steps: %v; want ErrLeaseLost", k, err)
+				}
+				if asked != k+1 {
+					t.Errorf("Holding asked %d times; want %d, then nothing more", asked, k+1)
+				}
+				// Exactly the k steps before were made (a lease counts
+				// among States: a result beside it makes two).
+				got := shapeOf(t, s, job, chat)
+				rec, _, err := s.ReadLease(job)
+				if err != nil {
+					t.Fatalf("the lease after %d steps: %v", k, err)
+				}
+				if (rec.Ending != nil) != (k >= 1) || (got.Ends == 1) != (k >= 2) || got.Ends > 1 ||
+					strings.Contains(got.Doc, "done=true") != (k >= 3) || (got.States == 2) != (k >= 4) || !got.Lease {
+					t.Fatalf("after %d steps: ending recorded %v, %+v", k, rec.Ending != nil, got)
+				}
+				recoverEnd(t, s, by, job, chat, rec)
+				got = shapeOf(t, s, job, chat)
+				want := endShape{States: 1, Ends: 1, LastIsEnd: true, State: Done, EndText: "done (exit 0)", Attempt: l.Attempt, Doc: job + " done done=true last=end"}
+				if k == 0 {
+					// Nothing of the end was made: the recovery's own.
+					want.State, want.EndText, want.Error, want.Doc = Failed, "failed: worker w died", "worker w died", job+" failed done=true last=end"
+				}
+				if got != want {
+					t.Errorf("recovered by %s after %d steps:\n got %+v\nwant %+v", by, k, got, want)
+				}
+			})
+		}
+	}
+}
+
+// recoverEnd recovers the lease rec of a dead worker w, by End as
+// spoold's recovery calls it ("worker w died": an end the lease records
+// wins) or by fsck --fix.
+func recoverEnd(t *testing.T, s *Spool, by, job, chat string, rec *Lease) {
+	t.Helper()
+	switch by {
+	case "end":
+		died := &Result{Job: job, Chat: chat, State: Failed, Attempt: rec.Attempt, Worker: "w"}
+		died.Errorf("worker w died")
+		if err := s.End(Ending{Result: died, Lease: rec, Worker: "r"}); err != nil {
+			t.Fatal(err)
+		}
+	case "fsck":
+		found, err := s.Fsck(FsckOptions{Fix: true, Host: "h", Boot: "b"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range found {
+			if !f.Fixed() {
+				t.Errorf("finding not fixed: %s", f)
+			}
 		}
 	}
 }

@@ -39,7 +39,7 @@ type Config struct {
 	// Workers is how many jobs run at once in this daemon (default 1).
 	Workers int
 	// Lease is the lease written at claim (default 30s); the heartbeat
-	// runs every Lease/6 (fence.go) and recovery every Lease.
+	// runs every Lease/6 (fence.go) and recovery every Lease/2 (daemon.go).
 	Lease time.Duration
 	// Grace is how long a shutdown waits for running jobs (default 10s).
 	Grace time.Duration

@@ -42,12 +42,13 @@ type Daemon struct {
 	pst  uint64
 
 	mu         sync.Mutex
-	runs       map[string]*run     // the jobs this daemon runs, by job
-	chats      map[string]*run     // the same, by chat, while a question is open
-	running    map[string]struct{} // every <job>.running seen in the tree
-	recovering map[string]struct{} // jobs being recovered by this daemon
-	claiming   map[string]int      // jobs this daemon claims, until that claim's handling ends (claim.go)
-	cancelling map[string]struct{} // queued jobs being ended cancelled
+	runs       map[string]*run      // the jobs this daemon runs, by job
+	chats      map[string]*run      // the same, by chat, while a question is open
+	running    map[string]struct{}  // every <job>.running seen in the tree
+	recovering map[string]struct{}  // jobs being recovered by this daemon
+	claiming   map[string]int       // jobs this daemon claims, until that claim's handling ends (claim.go)
+	cancelling map[string]struct{}  // queued jobs being ended cancelled
+	fenced     map[string]fencedRun // runs of this daemon that its fence ended, by job, until their lease is recovered (recover.go)
 
 	interrupt chan struct{} // closed when the grace is over: runs end their jobs
 	hard      chan struct{} // closed on the second signal: at once
@@ -79,7 +80,7 @@ func New(cfg Config) (*Daemon, error) {
 		cfg: cfg, s: cfg.Spool, log: cfg.Log, root: root,
 		boot: spool.BootID(), pid: os.Getpid(),
 		runs: make(map[string]*run), chats: make(map[string]*run),
-		running: make(map[string]struct{}), recovering: make(map[string]struct{}),
+		running: make(map[string]struct{}), recovering: make(map[string]struct{}), fenced: make(map[string]fencedRun),
 		cancelling: make(map[string]struct{}),
 		interrupt:  make(chan struct{}), hard: make(chan struct{}),
 	}

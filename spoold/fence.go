@@ -102,8 +102,9 @@ func minSharedLease(killGrace, stale time.Duration) time.Duration {
 
 // beat is the heartbeat and fence of one run.
 type beat struct {
-	base    time.Time    // monotonic: what last counts from
-	last    atomic.Int64 // when the last successful heartbeat began, after base
+	base    time.Time     // monotonic: what last counts from
+	after   time.Duration // how long no heartbeat had succeeded when the fence fired; set before fenced
+	last    atomic.Int64  // when the last successful heartbeat began, after base
 	fenced  atomic.Bool
 	lost    chan struct{} // closed when the lease is found lost
 	fence   chan string   // the fence's reason, once
@@ -122,6 +123,7 @@ func (r *run) startBeat(claimed time.Time) *beat {
 	b := &beat{base: claimed, lost: make(chan struct{}), fence: make(chan string, 1), done: make(chan struct{})}
 	age := func() time.Duration { return time.Since(b.base) - time.Duration(b.last.Load()) }
 	fire := func(since time.Duration) {
+		b.after = since
 		b.fenced.Store(true)
 		why := fmt.Sprintf("no heartbeat for %v (the spool does not answer): the job is ended before its lease can expire elsewhere", since.Round(time.Millisecond))
 		r.log.Warn(why)
@@ -189,6 +191,14 @@ func (r *run) startBeat(claimed time.Time) *beat {
 }
 
 func (b *beat) stop() { b.stopped.Do(func() { close(b.done) }) }
+
+// fencedRun is what a daemon remembers of a run of its own that its fence
+// ended, for the recovery of its lease: the daemon did not die, and the
+// result or the requeue says what ended the attempt.
+type fencedRun struct {
+	attempt int
+	after   time.Duration // no heartbeat had succeeded for that long
+}
 
 // fenced reports whether the run's fence has fired: nothing more of it
 // runs, and nothing more is written for it.

@@ -3,6 +3,7 @@ package spoold
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -171,6 +172,24 @@ func TestFencedClaimStartsNothing(t *testing.T) {
 			}
 			if p, err := s.ReadProgress("c"); err == nil && p.Job == job {
 				t.Errorf("the chat's progress written: %+v", p)
+			}
+			// Its lease recovered by this daemon, as once it has stood
+			// still for the lease: the worker did not die, its fence
+			// ended the attempt, and the result says so.
+			fi, err := os.Stat(s.Path(job + spool.ExtRunning))
+			if err != nil {
+				t.Fatal(err)
+			}
+			d.recoverJob(job, l, fi)
+			if st, _ := s.State(job); st != spool.Failed {
+				t.Fatalf("recovered: %s; want failed, its one attempt spent", st)
+			}
+			r, err := s.ReadResult(job, spool.Failed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := "worker " + d.cfg.Worker + "'s fence ended it: no heartbeat succeeded for "; r.Error == nil || !strings.HasPrefix(*r.Error, want) {
+				t.Errorf("recovered with the error %q; want it to begin %q", *r.Error, want)
 			}
 		})
 	}

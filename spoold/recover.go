@@ -83,6 +83,7 @@ func (d *Daemon) judge(job string) (*spool.Lease, fs.FileInfo, bool) {
 		if errors.Is(err, fs.ErrNotExist) {
 			d.mu.Lock()
 			delete(d.running, job)
+			delete(d.fenced, job)
 			d.mu.Unlock()
 			return nil, nil, false
 		}
@@ -136,6 +137,12 @@ func (d *Daemon) recoverJob(job string, l *spool.Lease, fi fs.FileInfo) {
 	if who == "" {
 		who = "(an unfinished claim)"
 	}
+	died := fmt.Sprintf("worker %s died", who)
+	if f, ok := d.fencedOwn(job, l); ok {
+		// Our own run, which our fence ended: the worker lives, and
+		// says why the attempt ended.
+		died = fmt.Sprintf("worker %s's fence ended it: no heartbeat succeeded for %v", who, f.after.Round(time.Millisecond))
+	}
 	// What the attempt left running on this host ends first, whatever
 	// comes next: the next attempt may be claimed on a host that cannot
 	// see these processes.
@@ -168,7 +175,7 @@ func (d *Daemon) recoverJob(job string, l *spool.Lease, fi fs.FileInfo) {
 			return // another daemon acted first
 		}
 		d.cfg.Metrics.Recovered("requeued")
-		text := fmt.Sprintf("worker %s died; queued again (attempt %d of %d) in %v", who, l.Tries()+1, max, wait)
+		text := fmt.Sprintf("%s; queued again (attempt %d of %d) in %v", died, l.Tries()+1, max, wait)
 		d.s.AppendEvent(job, spool.Event{Type: spool.EventWorker, Text: text, Worker: d.cfg.Worker, Attempt: l.Attempt})
 		d.s.NoteProgress(l, chat, spool.Queued, nil, d.cfg.Worker)
 		e.WithField("backoff", wait.String()).Info("recovered: " + text)
@@ -177,7 +184,7 @@ func (d *Daemon) recoverJob(job string, l *spool.Lease, fi fs.FileInfo) {
 	// No attempt left: the job is ended only now that the attempt's
 	// processes on this host are gone (End checks that the lease is still
 	// the one judged dead).
-	why := fmt.Sprintf("worker %s died", who)
+	why := died
 	res := &spool.Result{Job: job, Chat: chat, State: spool.Failed, Started: l.Claimed, Attempt: l.Attempt, First: l.First, Worker: l.Worker}
 	res.Error = &why
 	if err := d.s.End(spool.Ending{Result: res, Lease: l, Worker: d.cfg.Worker}); err != nil {
@@ -189,4 +196,15 @@ func (d *Daemon) recoverJob(job string, l *spool.Lease, fi fs.FileInfo) {
 	d.cfg.Metrics.Recovered("failed")
 	d.cfg.Metrics.EndedUnstarted(string(spool.Failed))
 	e.Info("recovered: " + why + "; ended failed")
+}
+
+// fencedOwn reports whether l is the lease of a run of this daemon that its
+// fence ended, and forgets it: the lease is being recovered.
+func (d *Daemon) fencedOwn(job string, l *spool.Lease) (fencedRun, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	f, ok := d.fenced[job]
+	delete(d.fenced, job)
+	own := l.Worker == d.cfg.Worker && l.PID == d.pid && l.Host == d.cfg.Host
+	return f, ok && own && f.attempt == l.Attempt
 }

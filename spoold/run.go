@@ -83,6 +83,7 @@ func (r *run) requestCancel() { r.cancelOnce.Do(func() { close(r.cancelCh) }) }
 func (d *Daemon) addRun(r *run) {
 	d.mu.Lock()
 	d.runs[r.job] = r
+	delete(d.fenced, r.job)
 	d.mu.Unlock()
 }
 
@@ -90,6 +91,11 @@ func (d *Daemon) removeRun(r *run) {
 	d.mu.Lock()
 	if d.runs[r.job] == r {
 		delete(d.runs, r.job)
+		if r.fenced() {
+			// In the same step: the recovery of its lease, which may
+			// come once the run is gone, knows what ended it.
+			d.fenced[r.job] = fencedRun{attempt: r.lease.Attempt, after: r.beat.after}
+		}
 	}
 	if d.chats[r.sp.Chat] == r {
 		delete(d.chats, r.sp.Chat)

@@ -94,7 +94,11 @@ func CheckShared(fs spool.Filesystem, poll, lease, killGrace time.Duration) erro
 		return fmt.Errorf("the spool is on NFS mounted with local_lock=%s: each host would see only its own locks; mount it without local_lock (docs/operations.md, \"Locks\")", v)
 	}
 	if fenceMargin(lease, killGrace, e.Stale) < 0 {
-		want := minSharedLease(killGrace, e.Stale).Round(100 * time.Millisecond)
+		// Rounded up: one rounded down may be refused in turn.
+		want := minSharedLease(killGrace, e.Stale)
+		if r := want % (100 * time.Millisecond); r != 0 {
+			want += 100*time.Millisecond - r
+		}
 		return fmt.Errorf("--lease %v is too short on %s: a cut-off host's jobs are fenced half a lease after its last heartbeat and killed --kill-grace (%v) later, and must be dead %v (the clocks' skew bound) and %v (how old a heartbeat may look there) before another host can take them over, a lease after it: want --lease of at least %v, or a shorter --kill-grace (docs/spoold.md, \"Cut off\")",
 			lease, e.Name, killGrace, SkewBound, e.Stale, want)
 	}

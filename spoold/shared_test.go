@@ -47,3 +47,33 @@ func TestCheckShared(t *testing.T) {
 		})
 	}
 }
+
+// The lease a refusal names is one spoold accepts, whatever the kill grace
+// and the staleness: rounded down to its 100 ms, 2·(5.02 s + 2.35 s) named
+// 14.7 s, which the same check refuses.
+func TestCheckSharedNamesALeaseItAccepts(t *testing.T) {
+	for _, fs := range []spool.Filesystem{
+		{Type: "fuse.sshfs"},
+		{Type: "nfs4", Options: "rw,actimeo=3"},
+		{Type: "cifs", Options: "rw,actimeo=0"},
+	} {
+		for kg := time.Duration(0); kg <= 6*time.Second; kg += 10 * time.Millisecond {
+			err := CheckShared(fs, time.Second, time.Second, kg)
+			if err == nil {
+				t.Fatalf("%s, kill grace %v: a lease of 1s accepted", fs.Type, kg)
+			}
+			_, named, ok := strings.Cut(err.Error(), "want --lease of at least ")
+			if !ok {
+				t.Fatalf("%s, kill grace %v: the refusal names no lease: %v", fs.Type, kg, err)
+			}
+			named, _, _ = strings.Cut(named, ",")
+			lease, err := time.ParseDuration(named)
+			if err != nil {
+				t.Fatalf("%s, kill grace %v: the named lease %q: %v", fs.Type, kg, named, err)
+			}
+			if err := CheckShared(fs, time.Second, lease, kg); err != nil {
+				t.Errorf("%s, kill grace %v: the named lease %v is refused: %v", fs.Type, kg, lease, err)
+			}
+		}
+	}
+}

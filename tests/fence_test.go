@@ -91,6 +91,12 @@ func TestFenceCutOff(t *testing.T) {
 	if n := strings.Count(p.logText(), `"msg":"ended"`); n != 1 {
 		t.Errorf("%d attempts logged an end; want the second only", n)
 	}
+	// The one spoold recovered its own fenced run: its worker did not
+	// die, and the requeue says what ended the attempt.
+	evs, _ := os.ReadFile(filepath.Join(dir, job+spool.ExtEvents))
+	if !strings.Contains(string(evs), "fence ended it: no heartbeat succeeded for") || strings.Contains(string(evs), "died") {
+		t.Errorf("the requeue's event does not say the fence ended the attempt:\n%s", evs)
+	}
 	if n := strings.Count(p.logText(), "no heartbeat for"); n != 1 {
 		t.Errorf("the fence was logged %d times; want once", n)
 	}

@@ -142,7 +142,7 @@ type flags struct {
 func declareFlags(fs *flag.FlagSet) {
 	fs.String("spool", "", "the spool `DIR` (default $SPOOL_DIR, $JOBS_DIR, then the system default)")
 	fs.Int("workers", 1, "jobs run at once by this daemon")
-	cli.Duration(fs, "lease", spool.DefaultLease, "lease; heartbeat every lease/6, recovery every lease")
+	cli.Duration(fs, "lease", spool.DefaultLease, "lease; heartbeat every lease/6, recovery every lease/2")
 	cli.Duration(fs, "grace", 10*time.Second, "how long a shutdown waits for running jobs")
 	cli.Duration(fs, "kill-grace", 5*time.Second, "between SIGTERM and SIGKILL to a job's process group")
 	fs.String("host", "", "this host's name in leases (default the host name)")
