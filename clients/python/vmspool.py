@@ -270,6 +270,24 @@ def _remove_name(dfd, name, shown):
         pass
 
 
+def _read_regular(name, limit, dir_fd=None):
+    """The bytes of name (in dir_fd when given): a plain file, never
+    followed through a link, opened without waiting on a FIFO. None when it
+    cannot be opened, is not a plain file, or holds more than limit bytes;
+    an error reading it is raised."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        return os.read(fd, min(st.st_size + 1, limit))
+    finally:
+        os.close(fd)
+
+
 def _open_subdir(dfd, name, shown):
     try:
         return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
@@ -890,16 +908,10 @@ _TOKEN_RE = re.compile(r"\A[A-Za-z0-9._~+/=-]{16,512}\Z")
 def _read_token_file(path):
     """The token in path (a plain file, never a link, at most 4 KiB), or
     None if it cannot be read."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
+    raw = _read_regular(path, 4096)
+    if raw is None:
         return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        tok = os.read(fd, 4096).decode("ascii", "replace").strip()
-    finally:
-        os.close(fd)
+    tok = raw.decode("ascii", "replace").strip()
     return tok if _TOKEN_RE.match(tok) else None
 
 
@@ -1074,18 +1086,11 @@ def current(chat, *, spool=None, url=None, token=None):
             if pfd is None:
                 return None
             try:
-                fd = os.open(chat, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=pfd)
-            except OSError:
-                return None
+                body = _read_regular(chat, 16 << 20, dir_fd=pfd)
             finally:
                 os.close(pfd)
-            try:
-                st = os.fstat(fd)
-                if not stat.S_ISREG(st.st_mode) or st.st_size > 16 << 20:
-                    return None
-                body = os.read(fd, st.st_size + 1)
-            finally:
-                os.close(fd)
+            if body is None:
+                return None
         finally:
             os.close(dfd)
     try:
@@ -1114,15 +1119,12 @@ def _answer_of(chat, qid, spool=None):
         if chfd is None:
             return None
         try:
-            fd = os.open("answer.json", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=chfd)
+            raw = _read_regular("answer.json", MAX_DOCUMENT, dir_fd=chfd)
         finally:
             os.close(chfd)
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return None
-            doc = json.loads(os.read(fd, MAX_DOCUMENT))
-        finally:
-            os.close(fd)
+        if raw is None:
+            return None
+        doc = json.loads(raw)
     except (OSError, ValueError, SpoolError):
         return None
     finally:
