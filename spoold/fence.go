@@ -64,9 +64,10 @@ const maxFenceTick = 250 * time.Millisecond
 
 // beatEvery is how often a run heartbeats its lease: three tries within
 // the fence's half lease, so that over a lossy link (TestMultiHost's 10 %)
-// a heartbeat may take a third of the lease before the fence ends a live
-// job (every lease/3, as before the fence counted from the heartbeat's
-// beginning, one slower than a sixth of the lease did).
+// one or two slow heartbeats do not get a live job fenced. It was lease/3
+// until the fence counted from a heartbeat's beginning: with that, and
+// one try within the half lease, a single heartbeat slowed by loss fenced
+// live jobs.
 func beatEvery(lease time.Duration) time.Duration { return lease / 6 }
 
 // fenceAfter is how long without a successful heartbeat a job may run on.
