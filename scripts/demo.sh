@@ -79,7 +79,7 @@ addr=$(cat "$DEMO_DIR/watchd.addr")
 note "spoold runs the queue (log: $DEMO_DIR/spoold.log)"
 # The page asks for the token of $SPOOL_DIR/watchd/token, readable by the
 # spool's group; watchd serve printed the address that carries it.
-note "watchd serve: http://$addr/?token=$(cat "$SPOOL_DIR/watchd/token") (a live page; log: $DEMO_DIR/watchd.log)"
+note "watchd serve: http://$addr/#token=$(cat "$SPOOL_DIR/watchd/token") (a live page; log: $DEMO_DIR/watchd.log)"
 note "           and its unix socket, $SPOOL_DIR/watchd/serve.sock (no token: its mode decides)"
 
 # Run 1: an app, a dozen lines.

@@ -121,8 +121,9 @@ print(" ".join(out))
 // group-only, yet any local user read every chat's questions and answers
 // at 127.0.0.1:8377. Now its unix socket and its token file are as open as
 // the tree (the spool's group) and no more, TCP asks for the token, and a
-// browser trades the token of the printed address for a cookie that only
-// a page of the same origin can use to change anything.
+// browser's page takes the token from the printed address's fragment and
+// sends it as a header: no cookie, which the browser would send to every
+// port of the host (TestAttackCookieToOtherPort).
 func TestAttackServeNoAuth(t *testing.T) {
 	dir := newSpool(t)
 	if err := os.MkdirAll(filepath.Join(dir, "progress"), 0o750); err != nil {
@@ -174,8 +175,9 @@ func TestAttackServeNoAuth(t *testing.T) {
 		return resp.StatusCode, string(b), resp.Header
 	}
 
-	// Anyone on the machine, over TCP, without the token: nothing.
-	for _, path := range []string{"/chats", "/chats/secret", "/chats/secret/events?job=J1", "/", "/app.js"} {
+	// Anyone on the machine, over TCP, without the token: nothing of a
+	// chat (the page and its files answer: they hold no chat's words).
+	for _, path := range []string{"/chats", "/chats/secret", "/chats/secret/events?job=J1"} {
 		code, body, _ := get("GET", path)
 		if code != http.StatusUnauthorized || strings.Contains(body, "launch code") {
 			t.Errorf("GET %s without a token: %d %.200q; want 401", path, code, body)
@@ -187,8 +189,9 @@ func TestAttackServeNoAuth(t *testing.T) {
 		t.Fatalf("watchd serve made no token: %v", err)
 	}
 	tok := strings.TrimSpace(string(tokB))
-	// The token is taken from an address only by the page, which trades
-	// it for the cookie: elsewhere it stays out of logs and histories.
+	// The token is taken from an address only by the page (its fragment,
+	// or the older ?token= sent on to it): elsewhere it stays out of logs
+	// and histories.
 	if code, _, _ := get("GET", "/chats/secret?token="+tok); code != http.StatusUnauthorized {
 		t.Errorf("GET /chats/secret?token=: %d; want 401", code)
 	}
@@ -206,44 +209,34 @@ func TestAttackServeNoAuth(t *testing.T) {
 		t.Errorf("GET /chats/secret with the token: %d %.100q", code, body)
 	}
 
-	// A browser: the printed address sets the cookie and sends it on,
-	// without the token, to the page.
-	if !strings.Contains(srv.logText(), "http://"+addr+"/?token="+tok) {
+	// A browser: the printed address carries the token in its fragment,
+	// which no server sees; the older ?token= is sent on to it. No cookie.
+	if !strings.Contains(srv.logText(), "http://"+addr+"/#token="+tok) {
 		t.Errorf("watchd serve did not print the page's address with its token: %s", srv.logText())
 	}
 	code, _, h := get("GET", "/?token="+tok)
-	cookie := h.Get("Set-Cookie")
-	if code != http.StatusSeeOther || h.Get("Location") != "./" {
-		t.Errorf("GET /?token=: %d to %q; want 303 to ./", code, h.Get("Location"))
+	if code != http.StatusSeeOther || h.Get("Location") != "./#token="+tok || h.Get("Set-Cookie") != "" {
+		t.Errorf("GET /?token=: %d to %q, cookie %q; want 303 to ./#token=T and no cookie", code, h.Get("Location"), h.Get("Set-Cookie"))
 	}
-	for _, want := range []string{"HttpOnly", "SameSite=Strict", "Path=/"} {
-		if !strings.Contains(cookie, want) {
-			t.Errorf("the cookie %q lacks %s", cookie, want)
-		}
-	}
-	nv, _, _ := strings.Cut(cookie, ";")
-	if code, body, h := get("GET", "/", "Cookie", nv); code != 200 || !strings.Contains(body, "<html") || h.Get("Content-Security-Policy") == "" {
-		t.Errorf("GET / with the cookie: %d, CSP %q", code, h.Get("Content-Security-Policy"))
+	if code, body, h := get("GET", "/"); code != 200 || !strings.Contains(body, "<html") || h.Get("Content-Security-Policy") == "" {
+		t.Errorf("GET /: %d, CSP %q", code, h.Get("Content-Security-Policy"))
 	}
 	if code, _, _ := get("GET", "/?token=wrong-token-0123456789"); code != http.StatusUnauthorized {
 		t.Errorf("GET /?token=<wrong>: %d; want 401", code)
 	}
-	// What answering from the page will need: a request that changes
-	// something passes with the cookie only from the page's own origin
-	// (here no route takes a POST yet: 405 is past the guard).
+	// A request that changes something needs the token, whatever its
+	// origin says (no route takes a POST of /chats/C: 405 is past the guard).
 	origin := "http://" + addr
 	for _, c := range []struct {
 		hdr  []string
 		want int
 	}{
-		{[]string{"Cookie", nv, "Origin", origin, "Sec-Fetch-Site", "same-origin"}, http.StatusMethodNotAllowed},
-		{[]string{"Cookie", nv, "Origin", "http://127.0.0.1:1"}, http.StatusForbidden},
-		{[]string{"Cookie", nv, "Origin", origin, "Sec-Fetch-Site", "same-site"}, http.StatusForbidden},
-		{[]string{"Cookie", nv}, http.StatusForbidden},
+		{[]string{"Authorization", "Bearer " + tok, "Origin", origin, "Sec-Fetch-Site", "same-origin"}, http.StatusMethodNotAllowed},
+		{[]string{"Cookie", "watchd=" + tok, "Origin", origin, "Sec-Fetch-Site", "same-origin"}, http.StatusUnauthorized},
 		{[]string{"Origin", origin}, http.StatusUnauthorized},
 	} {
 		if code, body, _ := get("POST", "/chats/secret", c.hdr...); code != c.want {
-			t.Errorf("POST with %q: %d %.100q; want %d", c.hdr, code, body, c.want)
+			t.Errorf("POST with %.40q: %d %.100q; want %d", c.hdr, code, body, c.want)
 		}
 	}
 	// The Host guard holds with the token as without (DNS rebinding).
@@ -296,10 +289,12 @@ func TestAttackServeNoAuth(t *testing.T) {
 }
 
 // The page's answer (POST /chats/C/answer) against the real watchd serve,
-// as a forged request would come: without the cookie (a cross-site page's
-// request, which SameSite=Strict leaves without it), with the cookie from
-// another origin, with the token but a form's type. Each is refused and
-// nothing is written; the page's own request answers.
+// as a forged request would come: without the token (a page of another
+// origin can send no Authorization header without a CORS preflight,
+// which watchd never answers), with a cookie of the token (no cookie is a
+// credential), with the token but a form's type, with the token from a
+// browser on another origin. Each is refused and nothing is written; the
+// page's own request answers.
 func TestAttackServeAnswerForged(t *testing.T) {
 	dir := newSpool(t)
 	if err := os.MkdirAll(filepath.Join(dir, "progress"), 0o750); err != nil {
@@ -313,18 +308,8 @@ func TestAttackServeAnswerForged(t *testing.T) {
 	base := opsServeWatchd(t, dir)
 	host := strings.TrimPrefix(base, "http://")
 	tok := serveToken(host)
-	cookie := "watchd-" // the name is a hash of the token: take it from the login
+	cookie := "watchd-0123456789ab=" + tok
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{}, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := client.Get(base + "/?token=" + tok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	for _, c := range resp.Cookies() {
-		if strings.HasPrefix(c.Name, cookie) {
-			cookie = c.Name + "=" + c.Value
-		}
-	}
 	post := func(body string, hdr ...string) int {
 		t.Helper()
 		req, _ := http.NewRequest("POST", base+"/chats/c/answer", strings.NewReader(body))
@@ -344,12 +329,13 @@ func TestAttackServeAnswerForged(t *testing.T) {
 		hdr  []string
 		want int
 	}{
-		{"no cookie, another origin", []string{"Content-Type", "application/json", "Origin", "http://evil.example"}, 401},
-		{"no cookie, a form", []string{"Content-Type", "text/plain", "Origin", "http://evil.example"}, 401},
-		{"the cookie, another origin", []string{"Content-Type", "application/json", "Cookie", cookie, "Origin", "http://evil.example"}, 403},
-		{"the cookie, another port", []string{"Content-Type", "text/plain", "Cookie", cookie, "Origin", "http://127.0.0.1:1", "Sec-Fetch-Site", "same-site"}, 403},
-		{"the cookie, no origin", []string{"Content-Type", "application/json", "Cookie", cookie}, 403},
+		{"no token, another origin", []string{"Content-Type", "application/json", "Origin", "http://evil.example"}, 401},
+		{"no token, a form", []string{"Content-Type", "text/plain", "Origin", "http://evil.example"}, 401},
+		{"a cookie, another origin", []string{"Content-Type", "application/json", "Cookie", cookie, "Origin", "http://evil.example"}, 401},
+		{"a cookie, another port", []string{"Content-Type", "text/plain", "Cookie", cookie, "Origin", "http://127.0.0.1:1", "Sec-Fetch-Site", "same-site"}, 401},
+		{"a cookie, its own origin", []string{"Content-Type", "application/json", "Cookie", cookie, "Origin", base, "Sec-Fetch-Site", "same-origin"}, 401},
 		{"the token, a form's type", []string{"Content-Type", "application/x-www-form-urlencoded", "Authorization", "Bearer " + tok}, 415},
+		{"the token, another origin", []string{"Content-Type", "application/json", "Authorization", "Bearer " + tok, "Origin", "http://evil.example"}, 403},
 	} {
 		if got := post(body, c.hdr...); got != c.want {
 			t.Errorf("%s: %d; want %d", c.what, got, c.want)
@@ -358,7 +344,7 @@ func TestAttackServeAnswerForged(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "chats", "c", "answer.json")); err == nil {
 		t.Fatal("a forged request wrote an answer")
 	}
-	if got := post(body, "Content-Type", "application/json", "Cookie", cookie, "Origin", base, "Sec-Fetch-Site", "same-origin"); got != 200 {
+	if got := post(body, "Content-Type", "application/json", "Authorization", "Bearer "+tok, "Origin", base, "Sec-Fetch-Site", "same-origin"); got != 200 {
 		t.Errorf("the page's own answer: %d", got)
 	}
 	if got := post(`{"question":"q1","answer":"no"}`, "Content-Type", "application/json", "Authorization", "Bearer "+tok); got != 409 {

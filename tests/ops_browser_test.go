@@ -333,8 +333,8 @@ spool say "deploy: $a"
 b=$(spool ask --timeout 60s 'Which branch?') || exit 8
 spool say "branch: $b"`)
 	ctx := opsBrowser(t, chromium)
-	// The printed address with the chat's fragment: the login's redirect
-	// keeps the fragment.
+	// The printed address with the chat's fragment pasted after it: the
+	// page takes the token out of the address and keeps the chat.
 	if err := chromedp.Do(ctx, chromedp.Navigate(page+"#chat=asker"), chromedp.WaitVisible("#conn")); err != nil {
 		t.Fatalf("loading %s: %v", page, err)
 	}
@@ -452,4 +452,78 @@ document.getElementById("f").submit();
 	if a, err := s.ReadAnswer("victim"); err == nil && a.Answer != "no" {
 		t.Errorf("the answer taken is %+v; want the page's no", a)
 	}
+}
+
+// Third round, 1: the page's credential must reach no other server of the
+// host. A browser keeps cookies per host, not per port: when the page's
+// address left the token in a cookie, any page on another port of
+// 127.0.0.1 that showed an image from a third port (a model's image link
+// in Open WebUI on the same machine is enough) made the browser send the
+// token to that third port's server, run by anyone. As it was found: the
+// operator opens the printed address, then such a page; the third server
+// logs every request it gets, and none may carry the token, in any header
+// or in its address.
+func TestAttackCookieToOtherPort(t *testing.T) {
+	chromium := opsChromium(t)
+	dir := newSpool(t)
+	base, page := opsServeWatchdPage(t, dir)
+	tok := serveToken(strings.TrimPrefix(base, "http://"))
+	if tok == "" {
+		t.Fatal("watchd serve's token is not known")
+	}
+	type seen struct{ path, headers string }
+	hits := make(chan seen, 16)
+	third := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var h strings.Builder
+		r.Header.Write(&h)
+		hits <- seen{r.URL.String(), h.String()}
+		w.Header().Set("Content-Type", "image/gif")
+		w.Write([]byte("GIF89a\x01\x00\x01\x00\x00\x00\x00;"))
+	}))
+	t.Cleanup(third.Close)
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprintf(w, `<!doctype html><body><img src="%s/pixel.gif" onload="document.title='loaded'" onerror="document.title='loaded'"></body>`, third.URL)
+	}))
+	t.Cleanup(other.Close)
+
+	ctx := opsBrowser(t, chromium)
+	if err := chromedp.Do(ctx, chromedp.Navigate(page), chromedp.WaitVisible("#conn")); err != nil {
+		t.Fatalf("loading %s: %v", page, err)
+	}
+	eventually(t, 20*time.Second, 20*time.Millisecond, "the page to be signed in", func() bool {
+		v, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("conn").dataset.conn || ""`))
+		return v == "up"
+	})
+	if v, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href + " " + document.cookie`)); err != nil || strings.Contains(v, tok) {
+		t.Errorf("the page keeps the token in its address or a cookie: %q %v", v, err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(other.URL)); err != nil {
+		t.Fatalf("loading the other page: %v", err)
+	}
+	eventually(t, 20*time.Second, 20*time.Millisecond, "the other page's image", func() bool {
+		v, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.title`))
+		return v == "loaded"
+	})
+	third.Close() // every request it got is in hits
+	close(hits)
+	n := 0
+	for h := range hits {
+		n++
+		if strings.Contains(h.path+h.headers, tok) {
+			t.Errorf("the third port's server got the token: GET %s\n%s", h.path, h.headers)
+		}
+	}
+	if n == 0 {
+		t.Fatal("the third port's server got no request: the test proves nothing")
+	}
+	// The page, opened again without the token in its address (the link a
+	// chat's tool shows), is still signed in: the token is its origin's.
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/#chat=none"), chromedp.WaitVisible("#conn")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, 20*time.Millisecond, "the page to be signed in again", func() bool {
+		v, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("conn").dataset.conn || ""`))
+		return v == "up"
+	})
 }

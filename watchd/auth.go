@@ -1,89 +1,87 @@
 package watchd
 
 import (
-	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/hex"
 	"net/http"
 	"net/url"
 	"strings"
 )
 
 // Auth asks every request of watchd serve's TCP listener for the token
-// (spool.ServeToken), as Jupyter does: the server prints, once, the
-// page's address carrying it (/?token=T); opening that address trades
-// the token for a cookie (HttpOnly, SameSite=Strict) and sends the browser
-// on to the page without it, and every request after carries the cookie.
-// A program sends "Authorization: Bearer T" instead. The unix socket
-// needs none of this: its mode is its lock.
+// (spool.ServeToken), sent as "Authorization: Bearer T". A browser is
+// given the token in the page's address as watchd serve prints it,
+// http://HOST:PORT/#token=T: a fragment, which the browser sends to no
+// server. The page's script takes it from there, keeps it in the page's
+// localStorage (which is its origin's alone: scheme, host and port), takes
+// it out of the address bar, and sends it with each request it makes.
 //
-// /metrics answers without a token: it counts, and holds no chat's words.
+// There is no cookie, on purpose. A browser keeps cookies per host, not
+// per port: a cookie watchd set would be sent to every other server on
+// the same host, run by anyone, whenever any page showed a link or an
+// image of theirs. A header the page's script adds is sent only where the
+// script sends it, and no page of another origin can make the browser add
+// it (that needs a CORS preflight, which watchd never answers), so a
+// request that carries the token needs no Origin check either.
 //
-// Requests that change something (anything but GET, HEAD and OPTIONS:
-// the page's answer to a question, POST /chats/C/answer) must, when the cookie is their credential, come from the
-// page's own origin: SameSite=Strict keeps a cross-site request from
-// carrying the cookie, and the Origin check refuses one from another
-// origin of the same site (another port of 127.0.0.1). A bearer token
-// needs no such check: no page can make a browser send one across origins
-// without the server's consent (CORS), which watchd never gives.
+// What answers without a token: the page itself and its files (GET / and
+// GET /FILE: they hold no chat's words; the script asks for the token
+// before it reads anything), and /metrics (it counts, and holds no chat's
+// words). The unix socket needs none of this: its mode is its lock.
+//
+// A request refused for want of the token is answered and its connection
+// closed ("Connection: close"): a client without the token holds no
+// connection open after its first request.
 type Auth struct {
 	Token string
-}
-
-// CookieName is the cookie that carries the token: named after a hash of
-// it, so that two watchd on one host (on other ports, whose cookies a
-// browser does not keep apart) each find their own, and a rotated token's
-// cookie is simply left unused.
-func (a *Auth) CookieName() string {
-	h := sha256.Sum256([]byte("watchd cookie\x00" + a.Token))
-	return "watchd-" + hex.EncodeToString(h[:6])
 }
 
 func (a *Auth) matches(t string) bool {
 	return t != "" && subtle.ConstantTimeCompare([]byte(t), []byte(a.Token)) == 1
 }
 
+// public reports whether a request may be answered without the token: the
+// page and its files, and /metrics.
+func public(r *http.Request) bool {
+	if r.URL.Path == "/metrics" {
+		return true
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return false
+	}
+	return r.URL.Path == "/" || (!strings.Contains(r.URL.Path[1:], "/") && r.URL.Path != "/chats")
+}
+
 // Handler guards h.
 func (a *Auth) Handler(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/metrics" {
-			h.ServeHTTP(w, r)
-			return
-		}
 		page := r.URL.Path == "/" || r.URL.Path == "/index.html"
 		if q := r.URL.Query(); page && q.Has("token") && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 			a.login(w, r, q.Get("token"))
 			return
 		}
-		bearer := false
-		if v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-			if !a.matches(strings.TrimSpace(v)) {
-				unauthorized(w, "watchd: the token sent is not this server's (it may have been rotated: read it again)")
-				return
-			}
-			bearer = true
+		if public(r) {
+			h.ServeHTTP(w, r)
+			return
 		}
-		if !bearer {
-			c, err := r.Cookie(a.CookieName())
-			if err != nil || !a.matches(c.Value) {
-				unauthorized(w, "watchd: a token is needed. In a browser, open the address watchd serve printed "+
-					"(http://HOST:PORT/?token=...); a program sends \"Authorization: Bearer <token>\". "+
-					"The token is in the spool's watchd/token, readable by the spool's group (docs/operations.md)")
-				return
-			}
-			if !safeMethod(r.Method) && !SameOrigin(r) {
-				httpError(w, http.StatusForbidden, "watchd: %s from another origin refused", r.Method)
-				return
-			}
+		v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		switch {
+		case !ok:
+			unauthorized(w, "watchd: a token is needed. In a browser, open the address watchd serve printed "+
+				"(http://HOST:PORT/#token=...); a program sends \"Authorization: Bearer <token>\". "+
+				"The token is in the spool's watchd/token, readable by the spool's group (docs/operations.md)")
+		case !a.matches(strings.TrimSpace(v)):
+			unauthorized(w, "watchd: the token sent is not this server's (it may have been rotated: read it again)")
+		default:
+			h.ServeHTTP(w, r)
 		}
-		h.ServeHTTP(w, r)
 	})
 }
 
-// login trades the token of the page's address for the cookie, and sends
-// the browser on to the page without it, so that the token leaves the
-// address bar and the history. A wrong token is refused: a page elsewhere
-// could otherwise send a person here with a token of its choosing.
+// login answers the older form of the page's address, /?token=T (a
+// bookmark, a script of before): the browser is sent on to ./#token=T,
+// where the page's script takes the token, so that it leaves the address
+// bar and the history. A wrong token is refused: a page elsewhere could
+// otherwise send a person here with a token of its choosing.
 func (a *Auth) login(w http.ResponseWriter, r *http.Request, tok string) {
 	w.Header().Set("Referrer-Policy", "no-referrer")
 	if !a.matches(tok) {
@@ -91,22 +89,19 @@ func (a *Auth) login(w http.ResponseWriter, r *http.Request, tok string) {
 			"ask for the new address)")
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: a.CookieName(), Value: a.Token, Path: "/", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	w.Header().Set("Cache-Control", "no-store")
 	// Relative: behind a proxy's path prefix it stays under it.
-	w.Header().Set("Location", "./")
+	w.Header().Set("Location", "./#token="+url.QueryEscape(a.Token))
 	w.WriteHeader(http.StatusSeeOther)
 }
 
+// unauthorized refuses a request for want of the token, and closes its
+// connection once answered.
 func unauthorized(w http.ResponseWriter, msg string) {
 	w.Header().Set("WWW-Authenticate", `Bearer realm="watchd"`)
+	w.Header().Set("Connection", "close")
 	w.Header().Set("Cache-Control", "no-store")
 	httpError(w, http.StatusUnauthorized, "%s", msg)
-}
-
-func safeMethod(m string) bool {
-	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions
 }
 
 // SameOrigin reports whether a browser's request comes from a page of

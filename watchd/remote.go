@@ -25,7 +25,8 @@ import (
 //	unix:/var/spool/vm/watchd/serve.sock    the unix socket (unix:///... too)
 //	/var/spool/vm/watchd/serve.sock         the same
 //	http://127.0.0.1:8377                   TCP, with the token
-//	http://127.0.0.1:8377/?token=T          the address watchd serve prints
+//	http://127.0.0.1:8377/#token=T          the address watchd serve prints
+//	http://127.0.0.1:8377/?token=T          the same, as it printed it before
 //	https://watch.example.org/vm/           behind a proxy, under a prefix
 //
 // Over the socket no token is needed (its mode decides who connects);
@@ -56,6 +57,9 @@ func ParseRemote(s string) (*Remote, error) {
 	}
 	r := &Remote{Base: &url.URL{Scheme: u.Scheme, Host: u.Host, Path: strings.TrimSuffix(u.Path, "/")}}
 	r.Token = u.Query().Get("token")
+	if frag, err := url.ParseQuery(u.EscapedFragment()); err == nil && frag.Has("token") {
+		r.Token = frag.Get("token")
+	}
 	return r, nil
 }
 

@@ -83,17 +83,14 @@ class QuestionsTest(SpoolCase):
         return self.spool_cmd("answer", "--chat", chat, text, check=check)
 
     def page_answer(self, chat, question, text):
-        """Answer as the live page does: its address (with the token) leaves
-        the cookie, and the page's script posts the answer from its own
-        origin."""
+        """Answer as the live page does: its address carries the token in
+        its fragment (#token=T), and the page's script posts the answer from
+        its own origin with the token as a header."""
         u = urllib.parse.urlsplit(self.page)
+        tok = urllib.parse.parse_qs(u.fragment)["token"][0]
         c = http.client.HTTPConnection(u.netloc, timeout=10)
-        c.request("GET", "/?" + u.query)
-        r = c.getresponse()
-        r.read()
-        cookie = r.getheader("Set-Cookie").split(";", 1)[0]
         c.request("POST", "/chats/%s/answer" % chat, body=json.dumps({"question": question, "answer": text}),
-                  headers={"Content-Type": "application/json", "Cookie": cookie,
+                  headers={"Content-Type": "application/json", "Authorization": "Bearer " + tok,
                            "Origin": "http://" + u.netloc, "Sec-Fetch-Site": "same-origin"})
         r = c.getresponse()
         body = r.read().decode()

@@ -78,6 +78,16 @@ class OpenWebUIChatTest(unittest.TestCase):
         self.assertEqual(vmspool.page_of("http://127.0.0.1:8377/?token=secret", "c1"), "http://127.0.0.1:8377/#chat=c1")
         self.assertEqual(vmspool.page_of("https://w.example.org/vm", "c1"), "https://w.example.org/vm#chat=c1")
         self.assertEqual(vmspool.page_of("", "c1"), "")
+        self.assertEqual(vmspool.page_of("http://127.0.0.1:8377/#token=secret", "c1"), "http://127.0.0.1:8377/#chat=c1")
+
+    def test_watch_address_token(self):
+        # The address watchd serve prints (#token=T) and the one it printed
+        # before (?token=T) both carry the token.
+        for url in ("http://127.0.0.1:8377/#token=abc", "http://127.0.0.1:8377/?token=abc",
+                    "http://127.0.0.1:8377/#chat=c1&token=abc"):
+            _, _, tok, shown = vmspool._watch_address(url)
+            self.assertEqual(tok, "abc", url)
+            self.assertNotIn("abc", shown, url)
 
 
 class GateTest(SpoolCase):

@@ -840,7 +840,7 @@ def follow(chat, job=None, *, url=None, every=None, timeout=None, spool=None, bi
     By default it runs `watchd follow --json`; with url it reads the
     chat's event stream from watchd serve: "unix:/var/spool/vm/watchd/serve.sock"
     (its socket: no token), or "http://127.0.0.1:8377" (TCP: the token is
-    token, else the URL's ?token=, else $WATCHD_TOKEN, else the spool's
+    token, else the URL's #token= or ?token=, else $WATCHD_TOKEN, else the spool's
     watchd/token if this user may read it). every
     (seconds) relays at most one status per window, the newest winning.
     timeout (seconds): the last Event is then an end with state
@@ -928,7 +928,10 @@ def _watch_address(url, token=None, spool=None):
     u = urllib.parse.urlsplit(url)
     if u.scheme not in ("http", "https") or not u.netloc:
         raise SpoolError("watchd address %s: want http://HOST:PORT, https://... or unix:/PATH" % json.dumps(url.split("?")[0]))
-    tok = token or urllib.parse.parse_qs(u.query).get("token", [None])[0] or os.environ.get("WATCHD_TOKEN")
+    # The address watchd serve prints carries the token in its fragment
+    # (#token=T); before, in its query (?token=T): either is taken.
+    tok = (token or urllib.parse.parse_qs(u.fragment).get("token", [None])[0]
+           or urllib.parse.parse_qs(u.query).get("token", [None])[0] or os.environ.get("WATCHD_TOKEN"))
     if not tok:
         tok = _read_token_file(os.path.join(resolve_spool(spool), "watchd", "token"))
     cls = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -334,7 +335,7 @@ func serve(c *cli.Call) error {
 		pageURL = "http://" + addr.String() + "/"
 		if tok != "" {
 			h = watchd.GuardHost((&watchd.Auth{Token: tok}).Handler(mux), strings.Split(f.allowHost, ","))
-			pageURL += "?token=" + tok
+			pageURL += "#token=" + url.QueryEscape(tok)
 			fields["token"] = s.Path(spool.ServeToken)
 		} else {
 			log.WithField("addr", addr.String()).Warn("--no-token: every local user may read every chat over TCP")

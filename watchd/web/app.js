@@ -1,16 +1,20 @@
 // The live page of watchd serve: every chat with a run, its state, its
 // latest status and a question waiting for an answer. The list comes from
 // GET chats (read again every few seconds); the runs still going are
-// followed live with an EventSource on chats/C/events?job=J, which replays
+// followed live with an event stream on chats/C/events?job=J, which replays
 // the run's recent lines and then sends each new one. The one thing it
 // writes is an answer to a run's open question (POST chats/C/answer, by
 // the rules of `spool answer`: the first answer wins). The address
 // #chat=C shows that chat alone: the one the chat's tool points its
 // person to when the dialog is gone. Over TCP, watchd asks for its
-// token: the page was opened from the address watchd serve printed, which
-// left an HttpOnly cookie that every request here carries by itself (the
-// page never sees the token). Text is only ever set with
-// textContent, never parsed as HTML: statuses are whatever a job printed.
+// token: the address watchd serve printed carries it in its fragment
+// (#token=T), which no browser sends to a server; the page keeps it in
+// this origin's localStorage, takes it out of the address, and sends it as
+// "Authorization: Bearer T" with each request (token(), authed()). No
+// cookie: a browser would send one to every port of the host. So the
+// streams are read with fetch, which can send the header, not with an
+// EventSource, which cannot. Text is only ever set with textContent,
+// never parsed as HTML: statuses are whatever a job printed.
 "use strict";
 
 // A browser opens at most 6 HTTP/1.1 connections to one host, and an
@@ -21,7 +25,45 @@ const MAX_STREAMS = 4;
 const MAX_LINES = 50;
 const REFRESH_MS = 3000;
 
+const TOKEN_KEY = "watchd-token";
+// A stream line longer than this ends the stream: watchd's are far shorter.
+const MAX_STREAM_BUFFER = 4 << 20;
+
 const rows = new Map(); // chat -> row
+let memToken = ""; // where localStorage is refused (a private window's policy)
+
+// takeToken moves a token from the address (#token=T, beside #chat=C or
+// alone) into this origin's storage, and leaves the address without it:
+// out of the address bar, the history and any link copied from them.
+function takeToken() {
+  const params = hashParams();
+  if (!params.has("token")) return;
+  const t = params.get("token");
+  memToken = t;
+  try { localStorage.setItem(TOKEN_KEY, t); } catch (e) { /* memToken serves */ }
+  params.delete("token");
+  const rest = params.toString();
+  history.replaceState(null, "", location.pathname + location.search + (rest ? "#" + rest : ""));
+}
+
+// hashParams reads the address's fragment as key=value pairs, split at
+// "&" or at a second "#" (the printed address with "#chat=C" pasted after).
+function hashParams() {
+  return new URLSearchParams(location.hash.replace(/^#/, "").replace(/#/g, "&"));
+}
+
+function token() {
+  try { return localStorage.getItem(TOKEN_KEY) || memToken; } catch (e) { return memToken; }
+}
+
+// authed returns fetch's options with the token's header added, when the
+// page has a token (a unix socket behind a proxy, or --no-token, needs none).
+function authed(opts) {
+  const t = token();
+  opts.headers = Object.assign({}, opts.headers || {});
+  if (t) opts.headers["Authorization"] = "Bearer " + t;
+  return opts;
+}
 const tbody = document.getElementById("chats");
 
 function el(tag, cls, text) {
@@ -40,7 +82,7 @@ function setConn(state) {
   c.textContent = {
     up: "connected",
     down: "watchd unreachable, retrying…",
-    auth: "not signed in: open the address watchd serve printed (…/?token=…), or ask for the new one if the token was rotated",
+    auth: "not signed in: open the address watchd serve printed (…/#token=…), or ask for the new one if the token was rotated",
   }[state];
 }
 
@@ -150,12 +192,12 @@ function answerForm(r, q, options) {
     said.textContent = "sending…";
     said.dataset.result = "";
     try {
-      const resp = await fetch("chats/" + encodeURIComponent(r.chat) + "/answer", {
+      const resp = await fetch("chats/" + encodeURIComponent(r.chat) + "/answer", authed({
         method: "POST",
         headers: { "Content-Type": "application/json" },
         body: JSON.stringify({ question: typeof q.id === "string" ? q.id : "", answer }),
         cache: "no-store",
-      });
+      }));
       if (resp.ok) {
         said.textContent = "answered: " + answer;
         said.dataset.result = "ok";
@@ -197,10 +239,7 @@ function answerForm(r, q, options) {
 
 // focus is the chat the address names (#chat=C), or "" for every chat.
 function focusChat() {
-  const m = /^#chat=(.*)$/.exec(location.hash);
-  if (!m) return "";
-  let c = "";
-  try { c = decodeURIComponent(m[1]); } catch (e) { return ""; }
+  const c = hashParams().get("chat") || "";
   return ID_RE.test(c) ? c : "";
 }
 
@@ -225,6 +264,7 @@ function addLine(r, kind, text) {
 function newRun(r, job) {
   closeStream(r);
   r.job = job;
+  r.lastID = "";
   r.tdJob.textContent = job;
   r.linesEl.replaceChildren();
   r.details.hidden = true;
@@ -237,46 +277,88 @@ function closeStream(r) {
   r.tr.dataset.live = "no";
 }
 
+// openStream follows r's run: GET chats/C/events?job=J read with fetch,
+// its server-sent events parsed here (readEvents). A stream that ends
+// before the run's end (watchd restarted, the network) is closed; the
+// list's refresh opens it again, from the last event seen (Last-Event-ID).
 function openStream(r) {
   const url = "chats/" + encodeURIComponent(r.chat) + "/events?job=" + encodeURIComponent(r.job);
-  const es = new EventSource(url);
-  r.stream = es;
+  const ctl = new AbortController();
+  const stream = { close: () => ctl.abort() };
+  r.stream = stream;
   r.tr.dataset.live = "yes";
   r.details.open = true; // a run followed live shows its lines as they come
-  const on = (kind, f) => es.addEventListener(kind, ev => {
-    if (r.stream !== es) return; // a stream of an older run
-    let m;
-    try { m = JSON.parse(ev.data); } catch (e) { return; }
-    if (!m || typeof m !== "object") return;
-    try { f(m); } catch (e) { console.warn("event", kind, e); }
-  });
-  on("status", m => { setStatus(r, m.text); addLine(r, "status", m.text); });
-  on("note", m => addLine(r, "note", m.text));
-  on("gap", m => addLine(r, "gap", m.text));
-  on("question", m => {
-    setState(r, "waiting");
-    setQuestion(r, m.question || { id: "", text: m.text, options: [] });
-    addLine(r, "question", m.text);
-  });
-  on("answer", m => {
-    setState(r, "running");
-    setQuestion(r, null);
-    addLine(r, "answer", m.text);
-  });
-  on("end", m => {
-    r.done = true;
-    setState(r, m.state);
-    setStatus(r, m.text, true);
-    setQuestion(r, null);
-    addLine(r, "end", m.text);
-    closeStream(r);
-    openStreams();
-  });
-  es.onerror = () => {
-    // CLOSED: the server refused the stream (too many subscribers, a bad
-    // id); the list's refresh keeps the row current and may retry.
-    if (es.readyState === EventSource.CLOSED && r.stream === es) closeStream(r);
+  const handlers = {
+    status: m => { setStatus(r, m.text); addLine(r, "status", m.text); },
+    note: m => addLine(r, "note", m.text),
+    gap: m => addLine(r, "gap", m.text),
+    question: m => {
+      setState(r, "waiting");
+      setQuestion(r, m.question || { id: "", text: m.text, options: [] });
+      addLine(r, "question", m.text);
+    },
+    answer: m => {
+      setState(r, "running");
+      setQuestion(r, null);
+      addLine(r, "answer", m.text);
+    },
+    end: m => {
+      r.done = true;
+      setState(r, m.state);
+      setStatus(r, m.text, true);
+      setQuestion(r, null);
+      addLine(r, "end", m.text);
+      closeStream(r);
+      openStreams();
+    },
   };
+  const dispatch = (kind, data, id) => {
+    if (r.stream !== stream) return; // a stream of an older run
+    if (id) r.lastID = id;
+    let m;
+    try { m = JSON.parse(data); } catch (e) { return; }
+    if (!m || typeof m !== "object" || !Object.hasOwn(handlers, kind)) return;
+    try { handlers[kind](m); } catch (e) { console.warn("event", kind, e); }
+  };
+  const headers = { Accept: "text/event-stream" };
+  if (r.lastID) headers["Last-Event-ID"] = r.lastID;
+  fetch(url, authed({ headers, cache: "no-store", signal: ctl.signal }))
+    .then(resp => {
+      if (resp.status === 401) setConn("auth");
+      if (!resp.ok || !resp.body) throw new Error("events: " + resp.status);
+      return readEvents(resp.body.getReader(), dispatch);
+    })
+    .catch(() => {})
+    .finally(() => { if (r.stream === stream) closeStream(r); });
+}
+
+// readEvents parses a text/event-stream (the lines event:, data:, id:, a
+// blank line ending each event) and hands each event to dispatch.
+async function readEvents(reader, dispatch) {
+  const dec = new TextDecoder();
+  let buf = "", kind = "", data = [], id = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buf += dec.decode(value, { stream: true });
+    if (buf.length > MAX_STREAM_BUFFER) throw new Error("events: a line too long");
+    let nl;
+    while ((nl = buf.indexOf("\n")) >= 0) {
+      const line = buf.slice(0, nl).replace(/\r$/, "");
+      buf = buf.slice(nl + 1);
+      if (line === "") {
+        if (data.length) dispatch(kind || "message", data.join("\n"), id);
+        kind = ""; data = [];
+        continue;
+      }
+      const colon = line.indexOf(":");
+      const field = colon < 0 ? line : line.slice(0, colon);
+      const v = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
+      if (field === "event") kind = v;
+      else if (field === "data") data.push(v);
+      else if (field === "id") id = v;
+    }
+  }
 }
 
 // openStreams follows the newest runs still going, up to MAX_STREAMS.
@@ -297,7 +379,7 @@ async function askDoc(r) {
   if (r.asking) return;
   r.asking = true;
   try {
-    const resp = await fetch("chats/" + encodeURIComponent(r.chat), { cache: "no-store" });
+    const resp = await fetch("chats/" + encodeURIComponent(r.chat), authed({ cache: "no-store" }));
     if (resp.ok) {
       const doc = await resp.json();
       if (doc.job === r.job && !r.stream) setQuestion(r, doc.done ? null : doc.question);
@@ -328,7 +410,7 @@ function update(info) {
 async function refresh() {
   let list;
   try {
-    const resp = await fetch("chats", { cache: "no-store" });
+    const resp = await fetch("chats", authed({ cache: "no-store" }));
     if (resp.status === 401) {
       setConn("auth");
       return;
@@ -367,6 +449,7 @@ async function refresh() {
   openStreams();
 }
 
-window.addEventListener("hashchange", applyFocus);
+window.addEventListener("hashchange", () => { takeToken(); applyFocus(); });
+takeToken();
 refresh();
 setInterval(refresh, REFRESH_MS);
