@@ -9,16 +9,22 @@ package tests
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Second review, 2. A question id went unquoted into the "answer with
@@ -349,5 +355,95 @@ func TestAttackServeAnswerForged(t *testing.T) {
 	}
 	if got := post(`{"question":"q1","answer":"no"}`, "Content-Type", "application/json", "Authorization", "Bearer "+tok); got != 409 {
 		t.Errorf("a second answer: %d; want 409 (the first wins)", got)
+	}
+}
+
+// Third round, 4: connections without the token were unbounded. A 401
+// kept its connection open (3,000 of 3,000 were still open after 80 s),
+// and with 1,024 descriptors the token's holder got no answer for more
+// than a minute. Now a 401 closes its connection, and each listener
+// keeps at most --max-conns open, closing any more at once. Here watchd
+// may open 256 files and keeps 100 connections: 300 clients without the
+// token are each answered and cut off, then 300 that send nothing are
+// held or closed at once, and the token's holder is answered all along
+// (at once, or once the idle ones' 5 s for a header ran out).
+func TestAttackServeConnFlood(t *testing.T) {
+	dir := newSpool(t)
+	addrFile := filepath.Join(t.TempDir(), "addr")
+	srv := relStart(t, "watchd", "serve", "--spool", dir, "--listen", "127.0.0.1:0", "--addr-file", addrFile, "--max-conns", "100")
+	var addr string
+	eventually(t, 20*time.Second, 20*time.Millisecond, "watchd serve to listen", func() bool {
+		b, _ := os.ReadFile(addrFile)
+		addr = strings.TrimSpace(string(b))
+		return addr != ""
+	})
+	if err := unix.Prlimit(srv.cmd.Process.Pid, unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: 256, Max: 256}, nil); err != nil {
+		t.Skipf("prlimit: %v", err)
+	}
+	tokB, err := os.ReadFile(filepath.Join(dir, "watchd", "token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := strings.TrimSpace(string(tokB))
+	holder := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	answered := func() bool {
+		req, _ := http.NewRequest("GET", "http://"+addr+"/chats", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := holder.Do(req)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}
+
+	// 300 clients without the token, each keeping its connection.
+	var wg sync.WaitGroup
+	var kept atomic.Int32
+	for range 300 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			fmt.Fprintf(c, "GET /chats HTTP/1.1\r\nHost: %s\r\n\r\n", addr)
+			// Whatever came (a 401, or nothing over the cap), the server
+			// must close the connection: the read ends (EOF, or a reset
+			// where the request was left unread), not in the deadline.
+			c.SetReadDeadline(time.Now().Add(4 * time.Second))
+			if _, err := io.Copy(io.Discard, c); errors.Is(err, os.ErrDeadlineExceeded) {
+				kept.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := kept.Load(); n > 0 {
+		t.Errorf("%d of 300 connections without the token were kept open after their 401", n)
+	}
+	if !answered() {
+		t.Error("the token's holder got no answer after the flood")
+	}
+
+	// 300 that send nothing, held open by the client.
+	var idle []net.Conn
+	for range 300 {
+		if c, err := net.DialTimeout("tcp", addr, 5*time.Second); err == nil {
+			idle = append(idle, c)
+		}
+	}
+	defer func() {
+		for _, c := range idle {
+			c.Close()
+		}
+	}()
+	eventually(t, 15*time.Second, 100*time.Millisecond, "the token's holder to be answered beside 300 idle connections", answered)
+	if !srv.alive() || strings.Contains(srv.logText(), "too many open files") {
+		t.Fatalf("watchd ran out of descriptors: %s", srv.logText())
+	}
+	if !strings.Contains(srv.logText(), "connections over the cap closed at once") {
+		t.Errorf("watchd did not say it closed connections over its cap: %s", srv.logText())
 	}
 }

@@ -113,3 +113,127 @@ func (l *UnixListener) Close() error {
 	})
 	return err
 }
+
+// LimitedListener caps the connections a listener keeps open: Total in
+// all, and PerAddr from one client address. A connection over a cap is
+// accepted and closed at once, so that it holds no descriptor and the
+// kernel's backlog does not fill. Why: each connection is a descriptor of
+// watchd's, and the spool's documents are read through descriptors too;
+// a local user who opened thousands (3,000 were seen held) left watchd
+// with none, and the token's holder got no answer for a minute. With the
+// 401 closed at once (Auth) and a request's header due in 5 s
+// (HTTPServer), a client without the token holds a connection for
+// seconds at most; the caps bound what it holds meanwhile.
+//
+// What is not promised: service. A local user may still fill the cap
+// with connections that send nothing, for 5 s at a time; the caps keep
+// watchd's descriptors, not its answers, from them. Loopback clients are
+// counted in Total only when SharedLoopback is set: every local user
+// comes from 127.0.0.1, so a per-address cap there is the total by
+// another name, and a busy Open WebUI on the host would meet it first.
+type LimitedListener struct {
+	net.Listener
+	Total, PerAddr int
+	SharedLoopback bool
+	// Refused is called once when a cap begins to refuse, with the cap's
+	// name; nil: nothing. It is called again only after a connection
+	// has been accepted since.
+	Refused func(which string)
+
+	mu      sync.Mutex
+	open    int
+	byAddr  map[string]int
+	refused bool
+}
+
+// Accept returns the next connection within the caps.
+func (l *LimitedListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		host := ""
+		if a, ok := c.RemoteAddr().(*net.TCPAddr); ok && !(l.SharedLoopback && a.IP.IsLoopback()) {
+			host = a.IP.String()
+		}
+		if which := l.take(host); which != "" {
+			c.Close()
+			if which != "-" && l.Refused != nil {
+				l.Refused(which)
+			}
+			continue
+		}
+		return &limitedConn{Conn: c, l: l, host: host}, nil
+	}
+}
+
+// take counts a connection in, or names the cap it is over ("" when it
+// is within both; "-" when a refusal of this run was already named), so
+// that Refused hears of a cap once per run of refusals.
+func (l *LimitedListener) take(host string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	which := ""
+	switch {
+	case l.Total > 0 && l.open >= l.Total:
+		which = "total"
+	case host != "" && l.PerAddr > 0 && l.byAddr[host] >= l.PerAddr:
+		which = "per address"
+	}
+	if which != "" {
+		if l.refused {
+			return "-"
+		}
+		l.refused = true
+		return which
+	}
+	l.refused = false
+	l.open++
+	if host != "" {
+		if l.byAddr == nil {
+			l.byAddr = map[string]int{}
+		}
+		l.byAddr[host]++
+	}
+	return ""
+}
+
+func (l *LimitedListener) release(host string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.open--
+	if host != "" {
+		if l.byAddr[host]--; l.byAddr[host] <= 0 {
+			delete(l.byAddr, host)
+		}
+	}
+}
+
+// Open is the number of connections open now.
+func (l *LimitedListener) Open() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.open
+}
+
+type limitedConn struct {
+	net.Conn
+	l    *LimitedListener
+	host string
+	once sync.Once
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { c.l.release(c.host) })
+	return err
+}
+
+// SetWriteBuffer reaches the TCP connection's (limitSendBuffer).
+func (c *limitedConn) SetWriteBuffer(n int) error {
+	if w, ok := c.Conn.(interface{ SetWriteBuffer(int) error }); ok {
+		return w.SetWriteBuffer(n)
+	}
+	return nil
+}

@@ -239,6 +239,8 @@ watchd/token. It prints the page's address, with the token, once.`,
 		fs.String("addr-file", "", "write the TCP address listened on (unix:PATH without TCP) to `FILE` once listening (for scripts that use port 0)")
 		fs.String("allow-host", "", "also answer requests for these host `NAMES` (comma-separated; a reverse proxy's name; * for any). Loopback names and IP addresses are always answered")
 		fs.Int("max-subscribers", 4096, "refuse event streams beyond `N` with 503")
+		fs.Int("max-conns", 0, "keep at most `N` connections open on each listener, closing any more at once (default --max-subscribers + 256, within the open-files limit less 128)")
+		fs.Int("max-conns-per-addr", 512, "keep at most `N` TCP connections open from one client address beyond loopback (loopback clients share --max-conns)")
 		cli.Duration(fs, "rescan", 5*time.Second, "inotify mode's safety-net re-read of followed chats every `D`")
 		cli.Duration(fs, "write-wait", watchd.WriteWait, "drop an event stream whose client has not taken a write for `D`")
 	},
@@ -283,6 +285,11 @@ func serve(c *cli.Call) error {
 	var servers []*http.Server
 	errc := make(chan error, 2)
 	start := func(ln net.Listener, h http.Handler) {
+		ln = &watchd.LimitedListener{Listener: ln, Total: f.maxConns, PerAddr: f.maxConnsPerAddr, SharedLoopback: true,
+			Refused: func(which string) {
+				log.WithFields(logrus.Fields{"cap": which, "max_conns": f.maxConns, "max_conns_per_addr": f.maxConnsPerAddr,
+					"addr": ln.Addr().String()}).Warn("connections over the cap closed at once")
+			}}
 		hs := srv.HTTPServer("", base)
 		hs.Handler = h
 		servers = append(servers, hs)
@@ -417,11 +424,26 @@ func listenSocket(s *spool.Spool, path string) (*watchd.UnixListener, error) {
 	return ln, err
 }
 
+// defaultMaxConns is --max-conns' default: every subscriber and room
+// beside them, within the open-files limit less 128 descriptors kept for
+// the spool's documents, the watch and the log.
+func defaultMaxConns(maxSubs int) int {
+	if maxSubs == 0 {
+		maxSubs = 4096
+	}
+	n := maxSubs + 256
+	var lim syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) == nil && lim.Cur < uint64(n+128) {
+		n = max(int(lim.Cur)-128, 16)
+	}
+	return n
+}
+
 // serveFlags are watchd serve's command line.
 type serveFlags struct {
 	listen, socket, addrFile, allowHost string
 	noToken, noAnswer                   bool
-	maxSubs                             int
+	maxSubs, maxConns, maxConnsPerAddr  int
 	poll, rescan, wait                  time.Duration
 }
 
@@ -429,6 +451,7 @@ func parseServe(c *cli.Call) (serveFlags, error) {
 	f := serveFlags{
 		listen: c.String("listen"), socket: c.String("socket"), addrFile: c.String("addr-file"), allowHost: c.String("allow-host"),
 		noToken: c.Bool("no-token"), noAnswer: c.Bool("no-answer"), maxSubs: c.Int("max-subscribers"),
+		maxConns: c.Int("max-conns"), maxConnsPerAddr: c.Int("max-conns-per-addr"),
 		poll: c.Duration("poll"), rescan: c.Duration("rescan"), wait: c.Duration("write-wait"),
 	}
 	if err := c.NoOperands(); err != nil {
@@ -436,6 +459,12 @@ func parseServe(c *cli.Call) (serveFlags, error) {
 	}
 	if f.maxSubs < 0 {
 		return f, c.Usagef("--max-subscribers must not be negative")
+	}
+	if f.maxConns < 0 || f.maxConnsPerAddr < 0 {
+		return f, c.Usagef("--max-conns and --max-conns-per-addr must not be negative")
+	}
+	if f.maxConns == 0 {
+		f.maxConns = defaultMaxConns(f.maxSubs)
 	}
 	if f.wait <= 0 {
 		return f, c.Usagef("--write-wait must be positive")
