@@ -242,7 +242,7 @@ class VMAgentTest(SpoolCase):
         self.agent('spool say "ran in $SPOOL_CHAT"')
         out, em = self.run_call("x", chat="not a valid id")
         self.assertIn("ended: done", out)
-        self.assertRegex(out, r"ran in chat-[0-9a-f]{32}")
+        self.assertRegex(out, r"ran in chat_[0-9a-f]{32}")
         self.assert_last_done(em)
 
 

@@ -2,6 +2,8 @@
 test does): python3 -m unittest discover -s clients -t clients"""
 
 import os
+import random
+import string
 import subprocess
 import sys
 import unittest
@@ -63,16 +65,101 @@ class OpenWebUIChatTest(unittest.TestCase):
         uuid = "3f0c2a9e-5b1d-4c2e-9a57-0d6c1e2b7f41"
         self.assertEqual(vmspool.openwebui_chat({"chat_id": uuid}), uuid)
         self.assertEqual(vmspool.openwebui_chat(None, uuid), uuid)
+        self.assertEqual(vmspool.openwebui_chat({"chat_id": "chat-42"}), "chat-42")
         self.assertEqual(vmspool.openwebui_chat({"chat_id": "local:AbC_d-9xYz12345678"}), "local-AbC_d-9xYz12345678")
         odd = vmspool.openwebui_chat({"chat_id": "local:a/b"})
-        self.assertRegex(odd, r"\Alocal-[0-9a-f]{32}\Z")
+        self.assertRegex(odd, r"\Alocal_[0-9a-f]{32}\Z")
         self.assertEqual(odd, vmspool.openwebui_chat({"chat_id": "local:a/b"}))
         self.assertEqual(vmspool.openwebui_chat({"user_id": "u7"}), "api-u7")
         self.assertEqual(vmspool.openwebui_chat({"chat_id": ""}, None, {"id": "u8"}), "api-u8")
-        self.assertEqual(vmspool.openwebui_chat({}), "api-anonymous")
-        self.assertRegex(vmspool.openwebui_chat({"user_id": "a@b c"}), r"\Aapi-[0-9a-f]{32}\Z")
+        self.assertEqual(vmspool.openwebui_chat({}), "api_anonymous")
+        self.assertEqual(vmspool.openwebui_chat({"user_id": ""}), "api_anonymous")
+        self.assertRegex(vmspool.openwebui_chat({"user_id": "a@b c"}), r"\Aapi_[0-9a-f]{32}\Z")
+        self.assertRegex(vmspool.openwebui_chat({"chat_id": "not a valid id"}), r"\Achat_[0-9a-f]{32}\Z")
         for m in ({"chat_id": "x" * 200}, {"chat_id": "../x"}, {"chat_id": "local:" + "y" * 200}):
             self.assertTrue(vmspool.valid_id(vmspool.openwebui_chat(m)), m)
+
+    # Third round: two chats of Open WebUI must never share the spool's
+    # chat (its runs, its questions, its answers). A raw id that reads as
+    # a derived one used to be passed through as it was.
+    def test_raw_and_derived_never_meet(self):
+        c = vmspool.openwebui_chat
+        pairs = [
+            ({"chat_id": "local-abc"}, {"chat_id": "local:abc"}),
+            ({"chat_id": "api-u1"}, {"user_id": "u1"}),
+            ({"chat_id": "api-u1"}, {"chat_id": ""}, {"id": "u1"}),
+            ({"chat_id": "api-anonymous"}, {}),
+            ({"user_id": "anonymous"}, {}),
+            ({"chat_id": "api_anonymous"}, {}),
+            ({"chat_id": "local-" + "0" * 32}, {"chat_id": "local:" + "0" * 32}),
+        ]
+        for p in pairs:
+            a, b = p[0], p[1]
+            user = p[2] if len(p) > 2 else None
+            self.assertNotEqual(c(a), c(b, None, user), p)
+        # The id a chat id breaking the rule is hashed to, given as a chat
+        # id, a socket id or a user id of its own.
+        for odd in ("a b", "x" * 200, "../x", "é"):
+            for m in ({"chat_id": odd}, {"chat_id": "local:" + odd}, {"user_id": odd}):
+                derived = c(m)
+                self.assertTrue(vmspool.valid_id(derived), (m, derived))
+                self.assertNotEqual(c({"chat_id": derived}), derived, m)
+                rest = derived.split("_", 1)[1]
+                for again in ({"chat_id": rest}, {"chat_id": "local:" + rest}, {"user_id": rest}):
+                    self.assertNotEqual(c(again), derived, (m, again))
+
+    def test_mapping_is_one_to_one(self):
+        # Many calls, random and adversarial: no two different calls get
+        # one chat id, and every id is an id. A call is its raw chat id
+        # (metadata's or __chat_id__), and, with none, its user id ("" is
+        # no user).
+        rnd = random.Random(20251231)
+        alphabet = (string.ascii_letters + string.digits + "._-:" * 6 + "/ @+%\x00\u00e9\u00df\u4e2d\U0001f600\ud800")
+        prefixes = ("", "", "local:", "local-", "local_", "api-", "api_", "chat-", "chat_", "-", "_", ".", ":")
+
+        def word():
+            n = rnd.choice((0, 1, 2, 5, 20, 36, rnd.randint(0, 300), rnd.randint(118, 130)))
+            return rnd.choice(prefixes) + "".join(rnd.choice(alphabet) for _ in range(n))
+
+        calls = {("", None)}
+        for _ in range(3000):
+            calls.add((word(), None))
+            uid = word()
+            calls.add(("", uid or None))
+        calls.update(("local:" + s, None) for s in ("", "abc", "0" * 32))
+        calls.update(("", u) for u in ("anonymous", "u1", "0" * 32))
+        seen = {}
+
+        def call(raw, uid):
+            if (raw, uid) in seen:
+                return seen[(raw, uid)]
+            if raw:
+                got = vmspool.openwebui_chat({"chat_id": raw})
+                self.assertEqual(vmspool.openwebui_chat(None, raw), got)
+                self.assertEqual(vmspool.openwebui_chat({"chat_id": raw, "user_id": "u9"}, None, {"id": "u9"}), got)
+            else:
+                got = vmspool.openwebui_chat({"user_id": uid} if uid is not None else {})
+                self.assertEqual(vmspool.openwebui_chat({"chat_id": ""}, None, {"id": uid}), got)
+            self.assertTrue(vmspool.valid_id(got), (raw, uid, got))
+            seen[(raw, uid)] = got
+            return got
+
+        # Every id made is given back as a chat id, a socket id and a user
+        # id, as is what follows its kind, twice over.
+        for _ in range(2):
+            made = {call(raw, uid) for raw, uid in sorted(calls, key=repr)}
+            for d in made:
+                for part in (d, d.split("-", 1)[-1], d.split("_", 1)[-1], d.replace("-", ":", 1)):
+                    calls.update({(part, None), ("local:" + part, None), ("", part)} - {("", "")})
+        for raw, uid in calls:
+            call(raw, uid)
+        owner, shared = {}, []
+        for key, got in seen.items():
+            if got in owner:
+                shared.append("%r and %r both get %r" % (owner[got], key, got))
+            owner[got] = key
+        self.assertEqual(shared[:5], [], "%d ids shared" % len(shared))
+        self.assertGreater(len(owner), 10000)
 
     def test_page_of(self):
         self.assertEqual(vmspool.page_of("http://127.0.0.1:8377/?token=secret", "c1"), "http://127.0.0.1:8377/#chat=c1")

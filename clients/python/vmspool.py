@@ -1139,34 +1139,59 @@ def _answer_of(chat, qid, spool=None):
 
 # --- chats of Open WebUI -------------------------------------------------------
 
+# The beginnings of the ids openwebui_chat derives: "<kind>-" carries a
+# part as it was given, "<kind>_" the hash of one (or "api_anonymous").
+# A chat id of Open WebUI that begins with any of them is never passed
+# through, so a raw id and a derived one are never the same.
+_DERIVED = ("local-", "local_", "api-", "api_", "chat_")
+
+
 def openwebui_chat(metadata=None, chat_id=None, user=None):
     """The spool's chat id for a call of Open WebUI (docs/clients.md,
-    "Chat ids"): its chat id when that is an id (a normal chat's uuid4); a
-    temporary chat's "local:<socket id>" as "local-<socket id>", so the
-    same temporary chat keeps its id; a call through the API, which has no
-    chat, as "api-<user id>", so one user's API runs are one chat's runs,
-    one after the other. A part that would break the id rule is replaced
-    by the first 32 hex digits of its SHA-256."""
+    "Chat ids"), one of its own for every chat and user:
+
+    - its chat id when that is an id and does not begin as a derived one
+      does (local- local_ api- api_ chat_): a normal chat's uuid4, as it is;
+    - a temporary chat's "local:<socket id>" as "local-<socket id>", so the
+      same temporary chat keeps its id;
+    - a call through the API, which has no chat, as "api-<user id>", so one
+      user's API runs are one chat's runs, one after the other; with no
+      user (none, or an empty id), "api_anonymous";
+    - where a socket id or a user id would break the id rule,
+      "local_<hash>" or "api_<hash>"; any other chat id, one that breaks
+      the rule or begins as a derived id does, "chat_<hash>".
+
+    <hash> is the first 32 hex digits of the SHA-256 of what it replaces
+    (UTF-8). Two different calls never get one id (short of two texts
+    whose SHA-256 begin alike for 128 bits): a raw id keeps none of the
+    derived beginnings, and a part as it is follows "-", a hash "_"."""
     meta = metadata or {}
     raw = meta.get("chat_id") or chat_id or ""
     if not isinstance(raw, str):
         raw = str(raw)
-    if valid_id(raw):
-        return raw
     if raw.startswith("local:"):
         return _derived("local", raw[len("local:"):])
     if raw:
-        return _derived("chat", raw)
+        if valid_id(raw) and not raw.startswith(_DERIVED):
+            return raw
+        return "chat_" + _hash32(raw)
     uid = (user or {}).get("id") if isinstance(user, dict) else None
-    uid = uid or meta.get("user_id") or "anonymous"
+    uid = uid or meta.get("user_id")
+    if uid is None or uid == "":
+        return "api_anonymous"
     return _derived("api", str(uid))
 
 
-def _derived(prefix, part):
-    cand = "%s-%s" % (prefix, part)
+def _derived(kind, part):
+    """kind-part where that is an id, else kind_<the part's hash>."""
+    cand = "%s-%s" % (kind, part)
     if part and valid_id(cand):
         return cand
-    return "%s-%s" % (prefix, hashlib.sha256(part.encode("utf-8", "surrogatepass")).hexdigest()[:32])
+    return "%s_%s" % (kind, _hash32(part))
+
+
+def _hash32(s):
+    return hashlib.sha256(s.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 # --- relaying a run into an Open WebUI chat -----------------------------------
