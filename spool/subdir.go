@@ -26,6 +26,15 @@ type Subdir struct {
 // in its place is refused. Its mode is set to mode through its own
 // descriptor, never by path, when it differs.
 func (s *Spool) OpenSubdir(name string, mode os.FileMode) (*Subdir, error) {
+	return s.OpenSubdirGroup(name, mode, -1)
+}
+
+// OpenSubdirGroup is OpenSubdir that also gives the directory the group
+// gid (through its descriptor, before its mode is set, so that the mode
+// never opens it to the group it had), unless gid is negative. A
+// directory it makes is made 0700 first, for the same reason. Only root,
+// or an owner who is a member of gid, may do so.
+func (s *Spool) OpenSubdirGroup(name string, mode os.FileMode, gid int) (*Subdir, error) {
 	fail := func(err error) (*Subdir, error) { return nil, fmt.Errorf("spool %s: %w", s.Path(name), err) }
 	refused := func(fi fs.FileInfo) (*Subdir, error) {
 		return fail(fmt.Errorf("%w (%s, not a directory; a symlink is refused)", ErrNotRegular, kind(fi)))
@@ -33,7 +42,11 @@ func (s *Spool) OpenSubdir(name string, mode os.FileMode) (*Subdir, error) {
 	if fi, err := s.root.Lstat(name); err == nil && !fi.IsDir() {
 		return refused(fi)
 	}
-	if err := s.root.MkdirAll(name, mode); err != nil && !errors.Is(err, fs.ErrExist) {
+	mkmode := mode
+	if gid >= 0 {
+		mkmode &= 0o700
+	}
+	if err := s.root.MkdirAll(name, mkmode); err != nil && !errors.Is(err, fs.ErrExist) {
 		return fail(err)
 	}
 	f, err := openDir(s.root, name)
@@ -47,6 +60,12 @@ func (s *Spool) OpenSubdir(name string, mode os.FileMode) (*Subdir, error) {
 	if err != nil {
 		f.Close()
 		return fail(err)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && gid >= 0 && st.Gid != uint32(gid) {
+		if err := f.Chown(-1, gid); err != nil {
+			f.Close()
+			return fail(fmt.Errorf("cannot give it group %d: %w", gid, err))
+		}
 	}
 	if fi.Mode().Perm() != mode.Perm() {
 		// MkdirAll obeys the umask; the modes are part of the layout.
@@ -94,11 +113,23 @@ func (d *Subdir) Lstat(name string) (fs.FileInfo, error) { return d.root.Lstat(n
 // Read reads name if it is a plain file of at most max bytes: opened
 // without following a link and without blocking on a FIFO, then checked
 // by fstat, so that nothing swapped in between a check and the read is
-// read. It wraps ErrNotRegular or ErrTooLarge when it is not one.
+// read. It wraps ErrNotRegular or ErrTooLarge when it is not one, and
+// ErrUntrusted when its owner is one the Spool does not trust
+// (TrustOwners, TrustMembers): the file read is the file whose owner was
+// checked.
 func (d *Subdir) Read(name string, max int64) ([]byte, error) {
-	b, _, err := readFile(d.root, name, max)
-	return b, err
+	b, fi, err := readFile(d.root, name, max)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.s.CheckOwner(d.Name+"/"+name, fi); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
+
+// Stat describes the directory itself, through its handle.
+func (d *Subdir) Stat() (fs.FileInfo, error) { return d.f.Stat() }
 
 // Write replaces name atomically and durably with data (mode FileMode).
 func (d *Subdir) Write(name string, data []byte) error { return writeFile(d.root, name, data) }

@@ -2,8 +2,11 @@ package spool
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -54,5 +57,46 @@ func TestOpenSubdir(t *testing.T) {
 	os.WriteFile(s.Path("gate/done/big"), make([]byte, 200), 0o640)
 	if _, err := done.Read("big", 100); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("Read over the bound: %v", err)
+	}
+}
+
+// A Subdir's Read trusts the owners the Spool trusts (TrustOwners,
+// TrustMembers), and OpenSubdirGroup gives the directory its group before
+// its mode.
+func TestSubdirTrust(t *testing.T) {
+	s := testSpool(t)
+	me := os.Geteuid()
+	gid := os.Getegid()
+	in, err := s.OpenSubdirGroup("gate/in", 0o770, gid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	fi, err := in.Stat()
+	if err != nil || fi.Mode().Perm() != 0o770 || fi.Sys().(*syscall.Stat_t).Gid != uint32(gid) {
+		t.Fatalf("gate/in: %v, %v", fi, err)
+	}
+	if err := os.WriteFile(s.Path("gate/in/a.sh"), []byte("ls\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.Read("a.sh", 100); err != nil {
+		t.Errorf("without TrustOwners every owner is trusted: %v", err)
+	}
+	s.TrustOwners(me + 1)
+	if _, err := in.Read("a.sh", 100); !errors.Is(err, ErrUntrusted) || !strings.Contains(err.Error(), fmt.Sprintf("uid %d", me)) {
+		t.Errorf("Read of an untrusted owner's file: %v", err)
+	}
+	s.TrustMembers("writers", func(uid uint32) bool { return uid == uint32(me) })
+	if _, err := in.Read("a.sh", 100); err != nil {
+		t.Errorf("Read of a trusted group member's file: %v", err)
+	}
+	s.TrustMembers("writers", func(uint32) bool { return false })
+	if _, err := in.Read("a.sh", 100); !errors.Is(err, ErrUntrusted) || !strings.Contains(err.Error(), "group writers") {
+		t.Errorf("Read of a non-member's file: %v", err)
+	}
+	s.TrustMembers("", nil)
+	s.TrustOwners(me)
+	if _, err := in.Read("a.sh", 100); err != nil {
+		t.Errorf("Read of our own file: %v", err)
 	}
 }

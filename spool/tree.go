@@ -81,6 +81,8 @@ type Spool struct {
 	// owners are the uids whose specs and markers are trusted (TrustOwners);
 	// empty: any.
 	owners []uint32
+	// members is a group whose members are trusted too (TrustMembers).
+	members *trustedGroup
 
 	// clockOffset moves the times this Spool writes (SetClockOffset).
 	clockOffset time.Duration

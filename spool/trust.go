@@ -33,7 +33,8 @@ func (s *Spool) TrustOwners(uids ...int) {
 }
 
 // CheckOwner returns an error wrapping ErrUntrusted when fi, a file of the
-// tree, is owned by a uid TrustOwners did not name.
+// tree, is owned by a uid TrustOwners did not name (nor a member of the
+// group TrustMembers names).
 func (s *Spool) CheckOwner(name string, fi fs.FileInfo) error {
 	if len(s.owners) == 0 || fi == nil {
 		return nil
@@ -42,7 +43,34 @@ func (s *Spool) CheckOwner(name string, fi fs.FileInfo) error {
 	if !ok || slices.Contains(s.owners, st.Uid) {
 		return nil
 	}
+	if s.members != nil && s.members.member(st.Uid) {
+		return nil
+	}
+	if s.members != nil {
+		return fmt.Errorf("%s: %w (uid %d; only uid %v or a member of group %s may queue jobs here)", s.Path(name), ErrUntrusted, st.Uid, s.owners, s.members.group)
+	}
 	return fmt.Errorf("%s: %w (uid %d; only uid %v may queue jobs here)", s.Path(name), ErrUntrusted, st.Uid, s.owners)
+}
+
+// trustedGroup is a group whose members CheckOwner trusts besides the
+// owners (TrustMembers).
+type trustedGroup struct {
+	group  string
+	member func(uid uint32) bool
+}
+
+// TrustMembers makes CheckOwner also trust a file whose owner member says
+// belongs to group (named in messages): vmgate serve's --writers-group,
+// whose members may write gate requests. It adds to TrustOwners, which
+// must have been called (without owners, every owner is trusted anyway);
+// a nil member removes it. It must be called before the Spool is shared.
+// Package spool reads no user database: the caller says who is a member.
+func (s *Spool) TrustMembers(group string, member func(uid uint32) bool) {
+	if member == nil {
+		s.members = nil
+		return
+	}
+	s.members = &trustedGroup{group: group, member: member}
 }
 
 // CheckRootSafe returns an error when a process running as root (euid 0)

@@ -12,6 +12,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/user"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -218,6 +221,7 @@ var serveCmd = cli.Command{
 		cli.Duration(fs, "grace", 10*time.Second, "on SIGTERM, how long running scripts may finish")
 		fs.String("log-level", "info", "debug, info, warn or error")
 		fs.String("metrics-listen", "", "serve Prometheus /metrics on this address (e.g. 127.0.0.1:8378); empty: off")
+		fs.String("writers-group", "", "the `GROUP` whose members may write requests: gate/in/ becomes 0770 and that group's (never the spool's own group, its readers); empty: only this user and root")
 	},
 	Run: serve,
 }
@@ -229,6 +233,10 @@ func serve(c *cli.Call) error {
 	defer sig.Stop()
 	ctx := sig.Context()
 	mach, metrics, parallel := c.String("machine"), c.String("metrics-listen"), c.Int("parallel")
+	writers, member, err := writersGroup(c.String("writers-group"))
+	if err != nil {
+		return err
+	}
 	if err := c.NoOperands(); err != nil {
 		return err
 	}
@@ -257,10 +265,19 @@ func serve(c *cli.Call) error {
 	if err := sp.CheckRootSafe(os.Geteuid()); err != nil {
 		return err
 	}
+	// Whoever may write a request may have the machine run it: only this
+	// user's, root's and the writers group's members' requests are read
+	// (docs/operations.md, "Who owns what"); a member of the spool's
+	// group, a reader, is none of them.
+	sp.TrustOwners(os.Geteuid(), 0)
+	if member != nil {
+		sp.TrustMembers(c.String("writers-group"), member)
+	}
 	dir := sp.Path(spool.GateDir)
 	cfg := server.Config{
 		Spool: sp, Gate: g, Log: log, Poll: c.Duration("poll"), Rescan: c.Duration("rescan"),
 		Parallel: parallel, Timeout: c.Duration("timeout"), Grace: c.Duration("grace"), Now: sig.Now(),
+		WritersGroup: writers,
 	}
 	if mach != "" {
 		cfg.Machine = &machine.Machine{Command: mach}
@@ -289,4 +306,39 @@ func serve(c *cli.Call) error {
 	}
 	log.Info("vmgate stopped")
 	return nil
+}
+
+// writersGroup resolves --writers-group (a name or a gid) to its gid, and
+// says whether a uid is one of its members, primary group or not, as the
+// user database says at the time a request is read (a member removed is
+// no longer trusted). Empty: no group, 0 and nil.
+func writersGroup(name string) (int, func(uid uint32) bool, error) {
+	if name == "" {
+		return 0, nil, nil
+	}
+	g, err := user.LookupGroup(name)
+	if err != nil {
+		if _, nerr := strconv.Atoi(name); nerr == nil {
+			g, err = user.LookupGroupId(name)
+		}
+	}
+	if err != nil {
+		return 0, nil, cli.Usagef("--writers-group: %v", err)
+	}
+	gid, err := strconv.Atoi(g.Gid)
+	if err != nil || gid <= 0 {
+		return 0, nil, cli.Usagef("--writers-group %s: gid %s cannot be the writers' (root's group is not one)", name, g.Gid)
+	}
+	member := func(uid uint32) bool {
+		u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10))
+		if err != nil {
+			return false
+		}
+		ids, err := u.GroupIds()
+		if err != nil {
+			return u.Gid == g.Gid
+		}
+		return slices.Contains(ids, g.Gid) || u.Gid == g.Gid
+	}
+	return gid, member, nil
 }

@@ -70,6 +70,13 @@ type Config struct {
 	Metrics  Metrics
 	Ready    func() // called once the watch is set and the first scan is done
 	Beat     func() // called each time the loop goes round, at least every 5s (a watchdog's pulse)
+	// WritersGroup, when > 0, is the gid of the group that may write
+	// requests: in/ is given that group and mode 0770. When 0, in/ is
+	// 0750: only the spool's owner (and root) writes requests, and the
+	// spool's group, its readers, cannot. Who may have written a request
+	// the server reads is the Spool's to say (TrustOwners, TrustMembers):
+	// one written by anyone else is moved to corrupt/ and never run.
+	WritersGroup int
 }
 
 // VerdictFile is the document out/<id>.json.
@@ -105,8 +112,9 @@ type server struct {
 }
 
 // Serve runs the gate over cfg.Dir until ctx is done. It creates the
-// directories it needs (in/ 0770 so a group may write requests; the others
-// 0750) and returns an error only if it cannot start.
+// directories it needs (in/ 0750, or 0770 and cfg.WritersGroup's so that
+// that group may write requests; the others 0750) and returns an error
+// only if it cannot start.
 func Serve(ctx context.Context, cfg Config) error {
 	if cfg.Spool == nil {
 		return errors.New("vmgate: no spool")
@@ -114,7 +122,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	if err := cfg.fill(); err != nil {
 		return err
 	}
-	dirs, err := openGateDirs(cfg.Spool)
+	dirs, err := openGateDirs(cfg.Spool, cfg.WritersGroup)
 	if err != nil {
 		return err
 	}
@@ -296,6 +304,13 @@ func (s *server) handle(ctx context.Context, name string) {
 	case errors.Is(err, spool.ErrTooLarge):
 		s.aside(name, fmt.Sprintf("larger than %d bytes", MaxRequest))
 		return
+	case errors.Is(err, spool.ErrUntrusted):
+		// Whoever may write in/ may have the machine run their script: a
+		// request is decided and run only when its owner is trusted, as
+		// a spec is by spoold. The file whose owner was checked is the
+		// one that was read.
+		s.aside(name, "not decided and never run: "+err.Error()+"; a request must be written by vmgate serve's own user or root, or by a member of its --writers-group")
+		return
 	case err != nil:
 		s.aside(name, "cannot be read: "+err.Error())
 		return
@@ -441,16 +456,19 @@ func epoch(t time.Time) float64 { return float64(t.UnixMilli()) / 1000 }
 // owner file): anything larger was not written by it.
 const maxDoc = 1 << 20
 
-// gateDirs are the gate's directories and their modes: in/ 0770, so that
-// a group may write requests; the others 0750.
+// gateDirs are the gate's directories and their modes, all 0750: the
+// spool's group reads them and never writes (in/ is 0770 for a writers
+// group only, openGateDirs).
 var gateDirs = []struct {
 	name string
 	mode os.FileMode
-}{{InDir, 0o770}, {OutDir, 0o750}, {DoneDir, 0o750}, {CorruptDir, 0o750}}
+}{{InDir, 0o750}, {OutDir, 0o750}, {DoneDir, 0o750}, {CorruptDir, 0o750}}
 
 // openGateDirs opens gate/ and its directories through the spool (made
-// where missing, a symlink refused, modes set through descriptors).
-func openGateDirs(s *spool.Spool) (map[string]*spool.Subdir, error) {
+// where missing, a symlink refused, modes set through descriptors). With
+// a writers group, in/ is given that group, then mode 0770; the group of
+// gate/ (the spool's readers) is refused as one.
+func openGateDirs(s *spool.Spool, writers int) (map[string]*spool.Subdir, error) {
 	dirs := make(map[string]*spool.Subdir)
 	closeAll := func() {
 		for _, d := range dirs {
@@ -461,9 +479,20 @@ func openGateDirs(s *spool.Spool) (map[string]*spool.Subdir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vmgate: gate directory: %w", err)
 	}
+	fi, err := gate.Stat()
 	gate.Close()
+	if err != nil {
+		return nil, fmt.Errorf("vmgate: gate directory: %w", err)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && writers > 0 && st.Gid == uint32(writers) {
+		return nil, fmt.Errorf("vmgate: the writers group (gid %d) is the group of %s, whose members read the spool: reading it must not let them run scripts (give the writers a group of their own)", writers, s.Path(spool.GateDir))
+	}
 	for _, d := range gateDirs {
-		sub, err := s.OpenSubdir(spool.GateDir+"/"+d.name, d.mode)
+		mode, gid := d.mode, -1
+		if d.name == InDir && writers > 0 {
+			mode, gid = 0o770, writers
+		}
+		sub, err := s.OpenSubdirGroup(spool.GateDir+"/"+d.name, mode, gid)
 		if err != nil {
 			closeAll()
 			return nil, fmt.Errorf("vmgate: gate directory: %w", err)

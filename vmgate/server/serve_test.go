@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -152,10 +153,8 @@ func TestServeDecidesAndRuns(t *testing.T) {
 	}
 	for _, p := range []string{"", InDir, OutDir, DoneDir, CorruptDir} {
 		fi, err := os.Stat(filepath.Join(dir, p))
+		// in/ too: the spool's group reads it and never writes it.
 		want := os.FileMode(0o750)
-		if p == InDir {
-			want = 0o770
-		}
 		if err != nil || fi.Mode().Perm() != want {
 			t.Errorf("%s/: mode %v, want %v (%v)", p, fi.Mode().Perm(), want, err)
 		}
@@ -163,6 +162,71 @@ func TestServeDecidesAndRuns(t *testing.T) {
 	if fi, _ := os.Stat(filepath.Join(dir, OutDir, "ok-1.json")); fi.Mode().Perm() != 0o640 {
 		t.Errorf("verdict mode %v, want 0640", fi.Mode().Perm())
 	}
+}
+
+// A request whose owner the spool does not trust (here every request the
+// test writes: only another uid is trusted) is moved aside with the
+// reason, never decided and never fed to the machine.
+func TestServeUntrustedOwner(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "gate")
+	started := filepath.Join(t.TempDir(), "started")
+	sp := newSpool(t, dir)
+	sp.TrustOwners(os.Geteuid() + 1)
+	startServe(t, Config{Spool: sp, Machine: &machine.Machine{Command: "tee -a " + started + " | sh -s"}})
+	submit(t, dir, "r1", "echo ran\n")
+	why := waitFile(t, filepath.Join(dir, CorruptDir, "r1.sh.why"))
+	if !strings.Contains(string(why), "untrusted") || !strings.Contains(string(why), fmt.Sprintf("uid %d", os.Geteuid())) {
+		t.Errorf("why = %q", why)
+	}
+	for _, p := range []string{filepath.Join(dir, OutDir, "r1.json"), filepath.Join(dir, DoneDir, "r1.sh"), started} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s exists: the untrusted request was decided or run", p)
+		}
+	}
+}
+
+// With a writers group, in/ is that group's and 0770; its members'
+// requests are decided. The group of gate/ (the spool's readers) is
+// refused as one.
+func TestServeWritersGroup(t *testing.T) {
+	writers := -1
+	if os.Geteuid() == 0 {
+		writers = 12347
+	} else if gs, _ := os.Getgroups(); len(gs) > 0 {
+		for _, g := range gs {
+			if g != os.Getegid() && g > 0 {
+				writers = g
+			}
+		}
+	}
+	if writers < 0 {
+		t.Skip("needs root or a group besides the primary one")
+	}
+	dir := filepath.Join(t.TempDir(), "gate")
+	sp := newSpool(t, dir)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		os.Chown(dir, 0, 12346) // the readers' group
+	}
+	fi, _ := os.Stat(dir)
+	own := int(fi.Sys().(*syscall.Stat_t).Gid)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := Serve(ctx, Config{Spool: sp, WritersGroup: own, Log: logrus.New()}); err == nil || !strings.Contains(err.Error(), "whose members read the spool") {
+		t.Errorf("Serve with gate/'s own group as the writers': %v", err)
+	}
+	me := uint32(os.Geteuid())
+	sp.TrustOwners(int(me) + 1)
+	sp.TrustMembers("writers", func(uid uint32) bool { return uid == me })
+	startServe(t, Config{Spool: sp, WritersGroup: writers})
+	fi, err := os.Stat(filepath.Join(dir, InDir))
+	if err != nil || fi.Mode().Perm() != 0o770 || fi.Sys().(*syscall.Stat_t).Gid != uint32(writers) {
+		t.Fatalf("in/: %v %v", fi.Mode(), err)
+	}
+	submit(t, dir, "member", "ls\n")
+	waitFile(t, filepath.Join(dir, OutDir, "member.json"))
 }
 
 func TestServeBadNamesGoAside(t *testing.T) {
