@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
-	"sort"
 	"sync/atomic"
 	"time"
 
@@ -37,7 +36,8 @@ type ServerConfig struct {
 	// KeepAlive is how often an idle stream gets a comment line, so that
 	// proxies and browsers keep it open. Default 15s.
 	KeepAlive time.Duration
-	// MaxChats caps the chats listed by GET /chats. Default 500.
+	// MaxChats caps the chats listed by GET /chats, but for those waiting
+	// for an answer, which are always listed. Default 500.
 	MaxChats int
 	// WriteWait is how long a write to an event stream may wait for a
 	// client that stopped reading before its stream is dropped. Default
@@ -57,11 +57,12 @@ type ServerConfig struct {
 // spool and by its rules (spool.AnswerQuestion). Every stream shares the
 // one Hub.
 type Server struct {
-	cfg  ServerConfig
-	log  logrus.FieldLogger
-	subs atomic.Int64
-	mux  *http.ServeMux
-	enc  encodedEvents
+	cfg   ServerConfig
+	log   logrus.FieldLogger
+	subs  atomic.Int64
+	mux   *http.ServeMux
+	enc   encodedEvents
+	chats chatList
 }
 
 // NewServer returns a Server over cfg.Hub.
@@ -183,26 +184,16 @@ type ChatInfo struct {
 	Done    bool        `json:"done"`
 }
 
-// serveChats lists the chats that have a document, newest first. It reads
-// the directory once per request, never per event.
+// serveChats lists the chats that have a document, newest first: every
+// chat waiting for an answer and the newest others, up to MaxChats (the
+// waiting ones beyond it). It reads the directory once per request, never
+// per event, and each document's head only when it changed (chatList).
 func (s *Server) serveChats(w http.ResponseWriter, r *http.Request) {
-	names, err := s.cfg.Spool.Names(spool.ProgressDir, s.cfg.MaxChats*2)
+	list, err := s.chats.list(s.cfg.Spool, s.cfg.MaxChats)
 	if err != nil {
 		httpError(w, http.StatusInternalServerError, "watchd: %v", err)
 		return
 	}
-	list := []ChatInfo{}
-	for _, n := range names {
-		if !spool.ValidID(n) || len(list) >= s.cfg.MaxChats {
-			continue
-		}
-		doc, err := s.cfg.Spool.ReadProgress(n)
-		if err != nil {
-			continue
-		}
-		list = append(list, ChatInfo{Chat: n, Job: doc.Job, State: doc.State, Status: doc.Status, Updated: doc.Updated, Done: doc.Done})
-	}
-	sort.Slice(list, func(i, j int) bool { return list[i].Updated > list[j].Updated })
 	writeJSON(w, list)
 }
 
