@@ -19,7 +19,8 @@ var showCmd = cli.Command{
 	Usage: "JOB [--json]",
 	Short: "Show a job's state, files, spec, lease or result, events and progress.",
 	Long: `The lease is a running job's, the result an ended one's; the events are
-its last ones, the progress its chat's. Exits 1 if there is no such job,
+its last ones, the progress its chat's. Text of the tree is printed with
+its control characters escaped (\x1b). Exits 1 if there is no such job,
 2 for an invalid id.`,
 	Flags: func(fs *flag.FlagSet) { fs.Bool("json", false, "print one JSON document") },
 	Run:   show,
@@ -141,8 +142,14 @@ func view(s *spool.Spool, job string) (*jobView, error) {
 	return v, nil
 }
 
+// printView prints v for a person, one "key: value" a line. Every value
+// passes through spool.Printable: a spec, a lease, a result, an event and
+// a progress document are anyone's who can write the spool, and a status
+// of "done\x1b]52;c;...\a" printed raw would set the operator's clipboard.
 func printView(w io.Writer, v *jobView, now time.Time) {
-	kv := func(k, format string, args ...any) { fmt.Fprintf(w, "%-10s %s\n", k+":", fmt.Sprintf(format, args...)) }
+	kv := func(k, format string, args ...any) {
+		fmt.Fprintf(w, "%-10s %s\n", k+":", spool.Printable(fmt.Sprintf(format, args...)))
+	}
 	ago := func(t float64) string { return age(now.Sub(spool.TimeOf(t))) + " ago" }
 	kv("job", "%s", v.Job)
 	kv("state", "%s", v.State)
@@ -205,7 +212,7 @@ func printView(w io.Writer, v *jobView, now time.Time) {
 	if len(v.Events) > 0 {
 		fmt.Fprintf(w, "events (last %d):\n", len(v.Events))
 		for _, ev := range v.Events {
-			fmt.Fprintf(w, "  %4d  %-8s  %s\n", ev.Seq, ev.Type, line(ev.Text))
+			fmt.Fprintf(w, "  %4d  %-8s  %s\n", ev.Seq, line(ev.Type), line(ev.Text))
 		}
 	}
 	if p := v.Progress; p != nil {
