@@ -1,7 +1,7 @@
 package tests
 
 // The third round's attacks on what the commands print: text of the tree
-// written for a terminal.
+// written for a terminal, and a file show read whole.
 
 import (
 	"fmt"
@@ -85,5 +85,54 @@ func TestAttackTerminalEscapes(t *testing.T) {
 	fout, _ := command(raceEnv(), "watchd", "follow", "--spool", dir, "--chat", "c", "--job", "run1", "--timeout", "10s").CombinedOutput()
 	if raw := attackRaw(string(fout)); raw != "" || strings.Count(string(fout), `\x1b]52;c;`) != 3 {
 		t.Errorf("watchd follow printed %s raw: %q", raw, fout)
+	}
+}
+
+// 200 MB of empty lines in a job's events took spool show 66 s of CPU:
+// it parsed every line to keep the last ten. It reads the file's last MiB
+// now, and says that it did not read the rest. 16 MB of them took 9 s of
+// CPU before under the race detector, 0.1 s now; the bound is loose.
+func TestAttackShowEventsFlood(t *testing.T) {
+	dir := newSpool(t)
+	if out, err := command(raceEnv(), "spool", "--spool", dir, "submit", "--chat", "c", "--id", "flood", "--", "true").CombinedOutput(); err != nil {
+		t.Fatalf("submit: %v: %s", err, out)
+	}
+	f, err := os.Create(filepath.Join(dir, "flood.events"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"type":"start","text":"attempt 1"}` + "\n")
+	nl := []byte(strings.Repeat("\n", 1<<20))
+	for i := 0; i < 16; i++ {
+		f.Write(nl)
+	}
+	f.WriteString(`{"type":"question","id":"q1","text":"Go on?","options":["yes","no"]}` + "\n" + "after the flood\n")
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"show", "flood"}, {"show", "flood", "--json"}} {
+		show := command(raceEnv(), "spool", append([]string{"--spool", dir}, args...)...)
+		out, err := show.CombinedOutput()
+		if err != nil {
+			t.Fatalf("spool %s: %v: %.300s", strings.Join(args, " "), err, out)
+		}
+		cpu := show.ProcessState.UserTime() + show.ProcessState.SystemTime()
+		t.Logf("spool %s: %v of CPU", strings.Join(args, " "), cpu)
+		if cpu > 2*time.Second {
+			t.Errorf("spool %s took %v of CPU on 16 MB of empty lines", strings.Join(args, " "), cpu)
+		}
+		s := string(out)
+		if args[len(args)-1] == "--json" {
+			if !strings.Contains(s, `"events_unread_bytes": `) || !strings.Contains(s, `"text": "after the flood"`) {
+				t.Errorf("spool show --json: %.2000s", s)
+			}
+			continue
+		}
+		for _, want := range []string{"(older events not shown: the file's first 15.0 MiB were not read)",
+			"     -  question  Go on?\n     -  status    after the flood\n"} {
+			if !strings.Contains(s, want) {
+				t.Errorf("spool show lacks %q:\n%s", want, s)
+			}
+		}
 	}
 }
