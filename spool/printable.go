@@ -16,8 +16,8 @@ import (
 // "done\x1b]52;c;...\a" sets the operator's clipboard and "\x1b[2J"
 // clears the screen. It is the one escaper of what the commands print for
 // people (spool ls, show, fsck, gc, the commands' errors, watchd follow);
-// their --json output is for programs, and JSON escapes control bytes by
-// itself.
+// their --json output is for programs, which decode it: JSON escapes C0
+// by itself, and leaves DEL and C1 to its reader.
 func Printable(s string) string {
 	i := 0
 	for i < len(s) && s[i] >= 0x20 && s[i] < 0x7f {
