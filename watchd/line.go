@@ -3,6 +3,8 @@ package watchd
 import (
 	"encoding/json"
 	"strings"
+
+	"github.com/vmspool/vmspool/spool"
 )
 
 // StatusEvent is an Open WebUI status event, what `watchd follow --json`
@@ -40,10 +42,17 @@ func StatusLine(text string, done bool) []byte {
 
 // TextLine returns the terminal line of o, with its newline. A text of
 // several lines (a gate's message) keeps them, indented under the first.
+// Each line is escaped for the terminal (spool.Printable): the text is a
+// progress document's, which anyone who can write the spool may have
+// written, and a status of "\x1b[2J" printed raw would clear the screen.
 func TextLine(o Output) []byte {
-	text := strings.ReplaceAll(strings.TrimRight(o.Text, "\n"), "\n", "\n  ")
+	lines := strings.Split(strings.TrimRight(o.Text, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = spool.Printable(l)
+	}
+	text := strings.Join(lines, "\n  ")
 	if o.Kind == End {
-		return []byte("run " + o.Job + " " + text + "\n")
+		return []byte("run " + spool.Printable(o.Job) + " " + text + "\n")
 	}
 	return []byte(text + "\n")
 }

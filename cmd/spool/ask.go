@@ -98,7 +98,7 @@ func ask(c *cli.Call) error {
 		}
 		if _, _, err := s.AppendAnswer(j.job, ev); err != nil {
 			// The job has its answer; only the record of it is missing.
-			fmt.Fprintf(c.Stderr, "%s: question %s: the answer is not in the job's events: %v\n", c.Name(), qid, err)
+			fmt.Fprintf(c.Stderr, "%s: question %s: the answer is not in the job's events: %s\n", c.Name(), qid, spool.Printable(err.Error()))
 		}
 	}
 	fmt.Fprintln(c.Stdout, ans)

@@ -53,7 +53,9 @@ func fsck(c *cli.Call) error {
 		if c.Bool("json") {
 			enc.Encode(f)
 		} else {
-			fmt.Fprintln(c.Stdout, f.String())
+			// A finding names what it found: a temporary's name is
+			// anyone's who can write the spool.
+			fmt.Fprintln(c.Stdout, spool.Printable(f.String()))
 		}
 		if !fix || !f.Fixed() {
 			left++

@@ -34,6 +34,6 @@ func gc(c *cli.Call) error {
 	}
 	defer s.Close()
 	return s.GC(spool.GCOptions{Older: c.Duration("older"), DryRun: c.Bool("dry-run")}, func(name string) {
-		fmt.Fprintln(c.Stdout, name)
+		fmt.Fprintln(c.Stdout, spool.Printable(name))
 	})
 }

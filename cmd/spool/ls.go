@@ -75,7 +75,7 @@ func writeTable(w *bufio.Writer, rows []spool.Row, now time.Time) {
 	for i := range rows {
 		r := &rows[i]
 		c := &cells[i]
-		c[0], c[1], c[2] = r.Job, string(r.State), r.Chat
+		c[0], c[1], c[2] = r.Job, string(r.State), spool.Printable(r.Chat)
 		if c[2] == "" {
 			c[2] = "-"
 		}
@@ -124,7 +124,7 @@ func note(r *spool.Row, now time.Time) string {
 	case r.NotBefore != 0:
 		return "retry in " + age(spool.TimeOf(r.NotBefore).Sub(now)+time.Second/2)
 	case r.State == spool.Running && r.Worker != "":
-		return "worker " + r.Worker
+		return "worker " + line(r.Worker)
 	case r.Error != nil:
 		return brief(*r.Error) + limitsNote(r.Limits)
 	case r.Exit != nil:

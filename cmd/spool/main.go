@@ -85,7 +85,8 @@ func age(d time.Duration) string {
 	return fmt.Sprintf("%dd", int(d/(24*time.Hour)))
 }
 
-// line makes text fit one line of a table.
+// line makes text fit one line of a table, escaped for a terminal
+// (spool.Printable): it may be anyone's who can write the spool.
 func line(s string) string {
-	return strings.Join(strings.Fields(s), " ")
+	return spool.Printable(strings.Join(strings.Fields(s), " "))
 }

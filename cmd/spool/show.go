@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,8 +20,11 @@ var showCmd = cli.Command{
 	Usage: "JOB [--json]",
 	Short: "Show a job's state, files, spec, lease or result, events and progress.",
 	Long: `The lease is a running job's, the result an ended one's; the events are
-its last ones, the progress its chat's. Exits 1 if there is no such job,
-2 for an invalid id.`,
+its last 10, read from the events file's last MiB at most, after a line
+that says what was left out (past that MiB the older lines are not
+counted, and the seqs are printed as -); the progress is its chat's. Text
+of the tree is printed with its control characters escaped (\x1b). Exits
+1 if there is no such job, 2 for an invalid id.`,
 	Flags: func(fs *flag.FlagSet) { fs.Bool("json", false, "print one JSON document") },
 	Run:   show,
 }
@@ -28,20 +32,26 @@ its last ones, the progress its chat's. Exits 1 if there is no such job,
 // showEvents is how many of the last events show prints.
 const showEvents = 10
 
-// jobView is what show prints, and its --json document.
+// jobView is what show prints, and its --json document. Events are the
+// last of the file: OlderEvents counts the lines before them when the
+// whole file was read, UnreadBytes the start of a file longer than
+// show reads (spool.LastEvents), whose lines are not counted: the seqs
+// of Events are then 0.
 type jobView struct {
-	Job       string          `json:"job"`
-	State     spool.State     `json:"state"`
-	Files     []string        `json:"files"`
-	Spec      *spool.Spec     `json:"spec,omitempty"`
-	Marker    *markerView     `json:"marker,omitempty"`
-	Lease     *spool.Lease    `json:"lease,omitempty"`
-	Heartbeat float64         `json:"heartbeat,omitempty"`
-	Result    *spool.Result   `json:"result,omitempty"`
-	Cancel    bool            `json:"cancel_requested,omitempty"`
-	Events    []spool.Event   `json:"events"`
-	Progress  *spool.Progress `json:"progress,omitempty"`
-	Problems  []string        `json:"problems,omitempty"`
+	Job         string          `json:"job"`
+	State       spool.State     `json:"state"`
+	Files       []string        `json:"files"`
+	Spec        *spool.Spec     `json:"spec,omitempty"`
+	Marker      *markerView     `json:"marker,omitempty"`
+	Lease       *spool.Lease    `json:"lease,omitempty"`
+	Heartbeat   float64         `json:"heartbeat,omitempty"`
+	Result      *spool.Result   `json:"result,omitempty"`
+	Cancel      bool            `json:"cancel_requested,omitempty"`
+	Events      []spool.Event   `json:"events"`
+	OlderEvents int64           `json:"older_events,omitempty"`
+	UnreadBytes int64           `json:"events_unread_bytes,omitempty"`
+	Progress    *spool.Progress `json:"progress,omitempty"`
+	Problems    []string        `json:"problems,omitempty"`
 }
 
 type markerView struct {
@@ -121,13 +131,15 @@ func view(s *spool.Spool, job string) (*jobView, error) {
 		}
 	}
 	if f&spool.HasEvents != 0 {
-		// The latest showEvents only, read as they stream, whatever the
-		// file's size.
-		evs, err := s.NewEventReader(job).Tail(showEvents)
+		// The latest showEvents only, from the file's last MiB at most,
+		// whatever its size: reading 200 MB of empty lines took a minute.
+		t, err := s.LastEvents(job, showEvents)
 		if err != nil {
 			problem(err)
+		} else {
+			v.Events = append(v.Events, t.Events...)
+			v.OlderEvents, v.UnreadBytes = t.Older, t.Unread
 		}
-		v.Events = append(v.Events, evs...)
 	}
 	if chat != "" {
 		p, err := s.ReadProgress(chat)
@@ -141,8 +153,14 @@ func view(s *spool.Spool, job string) (*jobView, error) {
 	return v, nil
 }
 
+// printView prints v for a person, one "key: value" a line. Every value
+// passes through spool.Printable: a spec, a lease, a result, an event and
+// a progress document are anyone's who can write the spool, and a status
+// of "done\x1b]52;c;...\a" printed raw would set the operator's clipboard.
 func printView(w io.Writer, v *jobView, now time.Time) {
-	kv := func(k, format string, args ...any) { fmt.Fprintf(w, "%-10s %s\n", k+":", fmt.Sprintf(format, args...)) }
+	kv := func(k, format string, args ...any) {
+		fmt.Fprintf(w, "%-10s %s\n", k+":", spool.Printable(fmt.Sprintf(format, args...)))
+	}
 	ago := func(t float64) string { return age(now.Sub(spool.TimeOf(t))) + " ago" }
 	kv("job", "%s", v.Job)
 	kv("state", "%s", v.State)
@@ -202,12 +220,7 @@ func printView(w io.Writer, v *jobView, now time.Time) {
 	for _, p := range v.Problems {
 		kv("problem", "%s", p)
 	}
-	if len(v.Events) > 0 {
-		fmt.Fprintf(w, "events (last %d):\n", len(v.Events))
-		for _, ev := range v.Events {
-			fmt.Fprintf(w, "  %4d  %-8s  %s\n", ev.Seq, ev.Type, line(ev.Text))
-		}
-	}
+	printEvents(w, v)
 	if p := v.Progress; p != nil {
 		s := fmt.Sprintf("job %s, %s, seq %d, updated %s", p.Job, p.State, p.Seq, ago(p.Updated))
 		if p.Job != v.Job {
@@ -220,5 +233,30 @@ func printView(w io.Writer, v *jobView, now time.Time) {
 		if q := p.Question; q != nil {
 			kv("question", "%s %s %v", q.ID, line(q.Text), q.Options)
 		}
+	}
+}
+
+// printEvents prints the last events, after a line that says what came
+// before them: how many lines, or, when show did not read the file's
+// start, how much of it (the seqs are then not known, and printed as -).
+func printEvents(w io.Writer, v *jobView) {
+	if len(v.Events) == 0 && v.OlderEvents == 0 && v.UnreadBytes == 0 {
+		return
+	}
+	fmt.Fprintf(w, "events (last %d):\n", len(v.Events))
+	switch {
+	case v.UnreadBytes > 0:
+		fmt.Fprintf(w, "  (older events not shown: the file's first %s were not read)\n", spool.FormatSize(v.UnreadBytes))
+	case v.OlderEvents == 1:
+		fmt.Fprintf(w, "  (1 older event not shown)\n")
+	case v.OlderEvents > 1:
+		fmt.Fprintf(w, "  (%d older events not shown)\n", v.OlderEvents)
+	}
+	for _, ev := range v.Events {
+		seq := "-"
+		if ev.Seq > 0 {
+			seq = strconv.FormatInt(ev.Seq, 10)
+		}
+		fmt.Fprintf(w, "  %4s  %-8s  %s\n", seq, line(ev.Type), line(ev.Text))
 	}
 }

@@ -56,7 +56,10 @@ func Code(err error) int {
 func Exit(code int) error { return &Error{Code: code} }
 
 // Report says err on w as one line, "prefix: message", and returns its
-// exit code (Code). nil and an empty message say nothing.
+// exit code (Code). nil and an empty message say nothing. The message is
+// escaped for a terminal (spool.Printable): an error may quote the tree
+// (a question's options, a document's field), which anyone who can write
+// the spool wrote.
 func Report(w io.Writer, prefix string, err error) int {
 	if err == nil {
 		return ExitOK
@@ -64,6 +67,6 @@ func Report(w io.Writer, prefix string, err error) int {
 	if err.Error() == "" {
 		return Code(err)
 	}
-	fmt.Fprintf(w, "%s: %s\n", prefix, strings.Join(strings.Fields(err.Error()), " "))
+	fmt.Fprintf(w, "%s: %s\n", prefix, spool.Printable(strings.Join(strings.Fields(err.Error()), " ")))
 	return Code(err)
 }
