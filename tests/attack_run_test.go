@@ -235,7 +235,10 @@ spool say done-flooding`, seconds))
 	if limit := 2*int64(window/time.Second)<<20 + 4<<20; wrote > limit {
 		t.Errorf("spoold wrote %d bytes in %v for one chat; want at most %d", wrote, window, limit)
 	}
-	if followCPU > wall/8 {
+	// A watcher that reads each document whole as it comes, under the
+	// race detector, uses a core; a quarter of one leaves room for a busy
+	// machine (an eighth was passed at load 17 on 2 cores).
+	if followCPU > wall/4 {
 		t.Errorf("watchd follow used %v of CPU in %v following one chat", followCPU, wall)
 	}
 	if !strings.Contains(fout.String(), "done-flooding") {

@@ -239,7 +239,7 @@ watchd/token. It prints the page's address, with the token, once.`,
 		fs.String("addr-file", "", "write the TCP address listened on (unix:PATH without TCP) to `FILE` once listening (for scripts that use port 0)")
 		fs.String("allow-host", "", "also answer requests for these host `NAMES` (comma-separated; a reverse proxy's name; * for any). Loopback names and IP addresses are always answered")
 		fs.Int("max-subscribers", 4096, "refuse event streams beyond `N` with 503")
-		fs.Int("max-conns", 0, "keep at most `N` connections open on each listener, closing any more at once (default --max-subscribers + 256, within the open-files limit less 128)")
+		fs.Int("max-conns", 0, "keep at most `N` connections open on each listener, closing any more at once (default the open-files limit less 128)")
 		fs.Int("max-conns-per-addr", 512, "keep at most `N` TCP connections open from one client address beyond loopback (loopback clients share --max-conns)")
 		cli.Duration(fs, "rescan", 5*time.Second, "inotify mode's safety-net re-read of followed chats every `D`")
 		cli.Duration(fs, "write-wait", watchd.WriteWait, "drop an event stream whose client has not taken a write for `D`")
@@ -424,19 +424,16 @@ func listenSocket(s *spool.Spool, path string) (*watchd.UnixListener, error) {
 	return ln, err
 }
 
-// defaultMaxConns is --max-conns' default: every subscriber and room
-// beside them, within the open-files limit less 128 descriptors kept for
-// the spool's documents, the watch and the log.
-func defaultMaxConns(maxSubs int) int {
-	if maxSubs == 0 {
-		maxSubs = 4096
-	}
-	n := maxSubs + 256
+// defaultMaxConns is --max-conns' default: the open-files limit less 128
+// descriptors kept for the spool's documents, the watch and the log. It
+// is a bound on descriptors, not on clients: a lower one would refuse a
+// token's holder while idle connections hold the rest.
+func defaultMaxConns() int {
 	var lim syscall.Rlimit
-	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) == nil && lim.Cur < uint64(n+128) {
-		n = max(int(lim.Cur)-128, 16)
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Cur > 1<<20 {
+		return 1 << 20
 	}
-	return n
+	return max(int(lim.Cur)-128, 16)
 }
 
 // serveFlags are watchd serve's command line.
@@ -464,7 +461,7 @@ func parseServe(c *cli.Call) (serveFlags, error) {
 		return f, c.Usagef("--max-conns and --max-conns-per-addr must not be negative")
 	}
 	if f.maxConns == 0 {
-		f.maxConns = defaultMaxConns(f.maxSubs)
+		f.maxConns = defaultMaxConns()
 	}
 	if f.wait <= 0 {
 		return f, c.Usagef("--write-wait must be positive")
