@@ -325,3 +325,27 @@ func (q *queue) len() int {
 	defer q.mu.Unlock()
 	return len(q.known)
 }
+
+// oldest is the number of jobs known queued and the earliest time one of
+// them became claimable (zero: none is), for the metrics: one pass over
+// the heap and the wait lists, made at each write of the metrics (every
+// 15 s), not at each claim. A job out with a worker is counted, not
+// timed.
+func (q *queue) oldest() (n int, at time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	see := func(it *item) {
+		if at.IsZero() || it.at.Before(at) {
+			at = it.at
+		}
+	}
+	for _, it := range q.h {
+		see(it)
+	}
+	for _, w := range q.waits {
+		for _, it := range w.items {
+			see(it)
+		}
+	}
+	return len(q.known), at
+}

@@ -50,6 +50,8 @@ type SpooldMetrics struct {
 	freeBytes    prometheus.Gauge
 	freeInodes   prometheus.Gauge
 	belowFloor   prometheus.Gauge
+	heartbeat    *prometheus.GaugeVec
+	state        *stateCollector
 }
 
 // NewSpooldMetrics registers spoold's metrics with reg.
@@ -114,10 +116,15 @@ func NewSpooldMetrics(reg prometheus.Registerer) *SpooldMetrics {
 			Namespace: Namespace, Subsystem: sub, Name: "below_floor",
 			Help: "1 while the spool's free space is below the floor and no job is claimed, else 0.",
 		}),
+		heartbeat: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: Namespace, Subsystem: sub, Name: "heartbeat_timestamp_seconds",
+			Help: "Unix time of this daemon's last heartbeat (its loop's tick, every second), by host (--host: one series a daemon).",
+		}, []string{"host"}),
+		state: newStateCollector(),
 	}
 	reg.MustRegister(m.claims, m.claimLatency, m.ended, m.runTime, m.running,
 		m.recoveries, m.leaseLost, m.flushes, m.questions, m.answers,
-		m.limitHits, m.freeBytes, m.freeInodes, m.belowFloor)
+		m.limitHits, m.freeBytes, m.freeInodes, m.belowFloor, m.heartbeat, m.state)
 	for _, k := range limitKinds {
 		m.limitHits.WithLabelValues(k)
 	}
