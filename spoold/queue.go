@@ -326,25 +326,19 @@ func (q *queue) len() int {
 	return len(q.known)
 }
 
-// oldest is the number of jobs known queued and the earliest time one of
-// them became claimable (zero: none is), for the metrics: one pass over
-// the heap and the wait lists, made at each write of the metrics (every
-// 15 s), not at each claim. A job out with a worker is counted, not
-// timed.
+// oldest is the number of jobs known queued and the earliest time one
+// that waits for a worker became claimable (zero: none does), for the
+// metrics: one pass over the heap, made at each write of the metrics
+// (every 15 s), not at each claim. A job that waits behind its chat's run
+// (on a wait list), or is out with a worker, is counted but not timed: it
+// waits for its chat, not for a worker, and a chat's run may rightly last
+// an hour.
 func (q *queue) oldest() (n int, at time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	see := func(it *item) {
+	for _, it := range q.h {
 		if at.IsZero() || it.at.Before(at) {
 			at = it.at
-		}
-	}
-	for _, it := range q.h {
-		see(it)
-	}
-	for _, w := range q.waits {
-		for _, it := range w.items {
-			see(it)
 		}
 	}
 	return len(q.known), at

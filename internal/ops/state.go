@@ -14,8 +14,10 @@ type SpooldState struct {
 	// Queued counts the jobs queued in the spool as this daemon knows
 	// them: claimable, backing off, or waiting behind their chat's run.
 	Queued int
-	// OldestQueued is how long the oldest of them has been claimable (0:
-	// none is).
+	// OldestQueued is how long the oldest of them that waits for a worker
+	// has been claimable (0: none does). A job waiting behind its chat's
+	// run is counted in Queued but not timed here: it waits for its
+	// chat, not for a worker.
 	OldestQueued time.Duration
 	// Waiting counts this daemon's runs with a question open.
 	Waiting int
@@ -37,7 +39,7 @@ func newStateCollector() *stateCollector {
 		queued: prometheus.NewDesc(name("jobs_queued"),
 			"Jobs queued in the spool as this daemon knows them (claimable, backing off, or waiting behind their chat's run); every daemon of one spool sees the same queue.", nil, nil),
 		oldest: prometheus.NewDesc(name("oldest_queued_job_age_seconds"),
-			"How long the oldest queued job has been claimable (since its submit, or the end of its backoff); 0 when none is.", nil, nil),
+			"How long the oldest queued job that waits for a worker has been claimable (since its submit, or the end of its backoff); 0 when none does. Jobs waiting behind their chat's run are not timed.", nil, nil),
 		waiting: prometheus.NewDesc(name("jobs_waiting_answer"),
 			"Jobs this daemon runs that wait for a person's answer (a question open).", nil, nil),
 		asked: prometheus.NewDesc(name("oldest_question_age_seconds"),
