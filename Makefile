@@ -45,7 +45,8 @@ test: fmt-check vet build
 # debootstrap and systemd-container (the units under systemd, TestSystemd);
 # and the engines of the many-hosts proof (scripts/engines/: GlusterFS,
 # CephFS, iptables for the faults, libfaketime for a host's clock), without
-# their recommends.
+# their recommends; Prometheus and its node exporter (TestOpsPrometheus:
+# the dashboard and the alert rules of dist/), without theirs.
 test-deps:
 	@missing=; \
 	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
@@ -63,6 +64,15 @@ test-deps:
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; } || \
 			echo "test-deps: installing$$missing failed: the tests that need them will skip"; \
 	else echo "test-deps:$$missing missing and not root: the tests that need them will skip"; fi
+	@missing=; \
+	command -v prometheus >/dev/null && command -v promtool >/dev/null || missing="$$missing prometheus"; \
+	command -v prometheus-node-exporter >/dev/null || missing="$$missing prometheus-node-exporter"; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "test-deps: installing$$missing"; \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; } || \
+			echo "test-deps: installing$$missing failed: TestOpsPrometheus will skip"; \
+	else echo "test-deps:$$missing missing and not root: TestOpsPrometheus will skip"; fi
 	@missing=; \
 	command -v glusterd >/dev/null || missing="$$missing glusterfs-server"; \
 	command -v glusterfs >/dev/null || missing="$$missing glusterfs-client"; \
@@ -129,9 +139,12 @@ install: build
 	install -m 0644 dist/cron/vmspool $(DESTDIR)$(SYSCONFDIR)/cron.d/vmspool
 	install -m 0644 dist/logrotate/vmspool $(DESTDIR)$(SYSCONFDIR)/logrotate.d/vmspool
 	install -m 0644 docs/operations.md $(DESTDIR)$(PREFIX)/share/doc/vmspool/operations.md
-	install -d $(LIBDIR)/vmspool $(DESTDIR)$(PREFIX)/share/vmspool/openwebui
+	install -d $(LIBDIR)/vmspool $(DESTDIR)$(PREFIX)/share/vmspool/openwebui \
+		$(DESTDIR)$(PREFIX)/share/vmspool/grafana $(DESTDIR)$(PREFIX)/share/vmspool/prometheus
 	install -m 0644 clients/python/vmspool.py $(LIBDIR)/vmspool/vmspool.py
 	install -m 0644 clients/openwebui/vm_agent.py clients/openwebui/vm_agent_progress.py $(DESTDIR)$(PREFIX)/share/vmspool/openwebui/
+	install -m 0644 dist/grafana/vmspool.json $(DESTDIR)$(PREFIX)/share/vmspool/grafana/vmspool.json
+	install -m 0644 dist/prometheus/vmspool.rules.yml $(DESTDIR)$(PREFIX)/share/vmspool/prometheus/vmspool.rules.yml
 
 clean:
 	rm -rf bin var build

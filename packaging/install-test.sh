@@ -78,6 +78,7 @@ for f in /usr/lib/systemd/system/spoold.service /usr/lib/systemd/system/watchd.s
 	/usr/lib/tmpfiles.d/vmspool.conf /etc/cron.d/vmspool /etc/logrotate.d/vmspool \
 	/usr/lib/python3/dist-packages/vmspool.py /usr/share/vmspool/openwebui/vm_agent.py \
 	/usr/share/vmspool/openwebui/vm_agent_progress.py /usr/share/doc/vmspool/copyright \
+	/usr/share/vmspool/grafana/vmspool.json /usr/share/vmspool/prometheus/vmspool.rules.yml \
 	/usr/share/doc/vmspool/changelog.gz /usr/share/doc/vmspool/operations.md; do
 	check "$f 0644" sh -c "[ \"\$(stat -c '%a' $f)\" = 644 ]"
 done

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"github.com/vmspool/vmspool/internal/ops"
 	"github.com/vmspool/vmspool/spool"
 )
 
@@ -86,10 +87,31 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	d.pst, _ = spool.ProcessStart(d.pid)
 	d.q = newQueue(d.now)
+	cfg.Metrics.Observe(d.state)
 	if d.scriptEnv, err = NewScriptEnv(cfg.ScriptEnv); err != nil {
 		return nil, fmt.Errorf("spoold: %w", err)
 	}
 	return d, nil
+}
+
+// state is what the gauges of the queue and the questions say, from the
+// queue and the runs this daemon holds: no read of the tree.
+func (d *Daemon) state() ops.SpooldState {
+	n, at := d.q.oldest()
+	s := ops.SpooldState{Queued: n}
+	if !at.IsZero() {
+		s.OldestQueued = d.now().Sub(at)
+	}
+	now := time.Now()
+	d.mu.Lock()
+	for _, r := range d.runs {
+		if asked := r.asked.Load(); asked != 0 {
+			s.Waiting++
+			s.OldestQuestion = max(s.OldestQuestion, now.Sub(time.Unix(0, asked)))
+		}
+	}
+	d.mu.Unlock()
+	return s
 }
 
 // now is this daemon's clock, the one it compares the tree's times with
@@ -212,6 +234,7 @@ func (d *Daemon) ticks(ctx context.Context) {
 	// are tried again every second (one flock each, no directory read).
 	parked := time.NewTicker(parkedRetry)
 	defer parked.Stop()
+	d.cfg.Metrics.Alive(d.cfg.Host)
 	for {
 		select {
 		case <-ctx.Done():
@@ -221,6 +244,7 @@ func (d *Daemon) ticks(ctx context.Context) {
 		case <-poll:
 			d.wakeAll()
 		case <-parked.C:
+			d.cfg.Metrics.Alive(d.cfg.Host)
 			if d.q.parkedChats() > 0 {
 				d.q.retryAll()
 			}

@@ -245,7 +245,8 @@ func (d *Daemon) belowFloor() bool {
 		return false
 	}
 	below := d.cfg.Floor.Below(d.root, sp)
-	d.cfg.Metrics.Space(sp.Free, sp.FreeInodes, below != nil)
+	floorBytes := max(d.cfg.Floor.Bytes, int64(d.cfg.Floor.Percent/100*float64(sp.Size)))
+	d.cfg.Metrics.Space(sp.Free, sp.FreeInodes, floorBytes, d.cfg.Floor.Inodes, below != nil)
 	switch {
 	case below != nil && d.floorErr == nil:
 		d.log.WithError(below).WithField("worker", d.cfg.Worker).Warn("below the free-space floor: claiming no new job until space is freed; running jobs go on")

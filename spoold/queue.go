@@ -325,3 +325,21 @@ func (q *queue) len() int {
 	defer q.mu.Unlock()
 	return len(q.known)
 }
+
+// oldest is the number of jobs known queued and the earliest time one
+// that waits for a worker became claimable (zero: none does), for the
+// metrics: one pass over the heap, made at each write of the metrics
+// (every 15 s), not at each claim. A job that waits behind its chat's run
+// (on a wait list), or is out with a worker, is counted but not timed: it
+// waits for its chat, not for a worker, and a chat's run may rightly last
+// an hour.
+func (q *queue) oldest() (n int, at time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, it := range q.h {
+		if at.IsZero() || it.at.Before(at) {
+			at = it.at
+		}
+	}
+	return len(q.known), at
+}

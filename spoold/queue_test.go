@@ -169,3 +169,21 @@ func TestLookPath(t *testing.T) {
 		}
 	}
 }
+
+// The metrics' look at the queue: every job known, the earliest time of
+// those that wait for a worker; a job parked behind its chat's run is
+// counted, not timed.
+func TestQueueOldest(t *testing.T) {
+	q := newQueue(time.Now)
+	if n, at := q.oldest(); n != 0 || !at.IsZero() {
+		t.Fatalf("empty queue: %d, %v", n, at)
+	}
+	t0 := time.Now().Add(-time.Hour)
+	q.add(&item{job: "new", at: t0.Add(time.Minute)})
+	old := &item{job: "old", at: t0, chat: "c"}
+	q.known[old.job] = struct{}{}
+	q.park(old) // behind its chat's run: not in the heap
+	if n, at := q.oldest(); n != 2 || !at.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("oldest = %d, %v; want 2, %v", n, at, t0.Add(time.Minute))
+	}
+}

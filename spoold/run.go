@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -76,6 +77,10 @@ type run struct {
 	use       usage  // what it wrote against its limits (limits.go)
 	beat      *beat  // its heartbeat and fence, from the claim (fence.go)
 	limitText string // the limit that ended it
+	// asked is when its open question was asked (Unix nanoseconds; 0:
+	// none is open), for the metrics, which read it from another
+	// goroutine.
+	asked atomic.Int64
 }
 
 func (r *run) requestCancel() { r.cancelOnce.Do(func() { close(r.cancelCh) }) }
@@ -702,10 +707,23 @@ func (r *run) sync() {
 		}
 	}
 	r.flush(false)
+	r.noteQuestion()
 	if r.p.Question != nil && !r.watching {
 		r.watchAnswers()
 		r.checkAnswer()
 	}
+}
+
+// noteQuestion publishes when the open question was asked, if one is.
+func (r *run) noteQuestion() {
+	var asked int64
+	if q := r.p.Question; q != nil {
+		asked = int64(q.Asked * 1e9)
+		if asked <= 0 {
+			asked = 1 // an event without a time: still open
+		}
+	}
+	r.asked.Store(asked)
 }
 
 // fold reads the events appended since the last call, at most max of them

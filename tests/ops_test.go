@@ -695,6 +695,8 @@ func TestOpsMakeInstall(t *testing.T) {
 		"usr/lib/vmspool/vmspool.py":                       0o644,
 		"usr/share/vmspool/openwebui/vm_agent.py":          0o644,
 		"usr/share/vmspool/openwebui/vm_agent_progress.py": 0o644,
+		"usr/share/vmspool/grafana/vmspool.json":           0o644,
+		"usr/share/vmspool/prometheus/vmspool.rules.yml":   0o644,
 	} {
 		fi, err := os.Stat(filepath.Join(dest, path))
 		if err != nil {

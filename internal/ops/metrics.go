@@ -50,6 +50,10 @@ type SpooldMetrics struct {
 	freeBytes    prometheus.Gauge
 	freeInodes   prometheus.Gauge
 	belowFloor   prometheus.Gauge
+	floorBytes   prometheus.Gauge
+	floorInodes  prometheus.Gauge
+	heartbeat    *prometheus.GaugeVec
+	state        *stateCollector
 }
 
 // NewSpooldMetrics registers spoold's metrics with reg.
@@ -114,10 +118,23 @@ func NewSpooldMetrics(reg prometheus.Registerer) *SpooldMetrics {
 			Namespace: Namespace, Subsystem: sub, Name: "below_floor",
 			Help: "1 while the spool's free space is below the floor and no job is claimed, else 0.",
 		}),
+		floorBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: Namespace, Subsystem: sub, Name: "floor_bytes",
+			Help: "The free-space floor in bytes: the larger of --min-free and --min-free-percent of the filesystem's size (0: none).",
+		}),
+		floorInodes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: Namespace, Subsystem: sub, Name: "floor_inodes",
+			Help: "The floor of free inodes, --min-free-inodes (0: none).",
+		}),
+		heartbeat: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: Namespace, Subsystem: sub, Name: "heartbeat_timestamp_seconds",
+			Help: "Unix time of this daemon's last heartbeat (its loop's tick, every second), by host (--host: one series a daemon).",
+		}, []string{"host"}),
+		state: newStateCollector(),
 	}
 	reg.MustRegister(m.claims, m.claimLatency, m.ended, m.runTime, m.running,
 		m.recoveries, m.leaseLost, m.flushes, m.questions, m.answers,
-		m.limitHits, m.freeBytes, m.freeInodes, m.belowFloor)
+		m.limitHits, m.freeBytes, m.freeInodes, m.belowFloor, m.floorBytes, m.floorInodes, m.heartbeat, m.state)
 	for _, k := range limitKinds {
 		m.limitHits.WithLabelValues(k)
 	}
@@ -223,13 +240,16 @@ func (m *SpooldMetrics) LimitHit(kind string) {
 	m.limitHits.WithLabelValues(oneOf(kind, limitKinds)).Inc()
 }
 
-// Space records the spool's free space, and whether it is below the floor.
-func (m *SpooldMetrics) Space(freeBytes, freeInodes int64, below bool) {
+// Space records the spool's free space, the floor (floorBytes already
+// taking the percentage into account), and whether it is below the floor.
+func (m *SpooldMetrics) Space(freeBytes, freeInodes, floorBytes, floorInodes int64, below bool) {
 	if m == nil {
 		return
 	}
 	m.freeBytes.Set(float64(freeBytes))
 	m.freeInodes.Set(float64(freeInodes))
+	m.floorBytes.Set(float64(floorBytes))
+	m.floorInodes.Set(float64(floorInodes))
 	v := 0.0
 	if below {
 		v = 1

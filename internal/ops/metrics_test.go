@@ -14,6 +14,52 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
+// The gauges an operator alerts on: read from the daemon's state at each
+// gather, 0 before it is wired; the heartbeat one series a host.
+func TestSpooldState(t *testing.T) {
+	reg := NewRegistry("spoold", false)
+	m := NewSpooldMetrics(reg)
+	zero := `
+# HELP vmspool_spoold_jobs_queued Jobs queued in the spool as this daemon knows them (claimable, backing off, or waiting behind their chat's run); every daemon of one spool sees the same queue.
+# TYPE vmspool_spoold_jobs_queued gauge
+vmspool_spoold_jobs_queued 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(zero), "vmspool_spoold_jobs_queued"); err != nil {
+		t.Error(err)
+	}
+	m.Observe(func() SpooldState {
+		return SpooldState{Queued: 3, OldestQueued: 90 * time.Second, Waiting: 1, OldestQuestion: -time.Second}
+	})
+	m.Alive("h1")
+	m.Alive("h1")
+	got := map[string]float64{}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, mt := range mf.GetMetric() {
+			got[mf.GetName()] = mt.GetGauge().GetValue()
+		}
+		if mf.GetName() == "vmspool_spoold_heartbeat_timestamp_seconds" && len(mf.GetMetric()) != 1 {
+			t.Errorf("heartbeat has %d series, want 1", len(mf.GetMetric()))
+		}
+	}
+	for name, want := range map[string]float64{
+		"vmspool_spoold_jobs_queued":                   3,
+		"vmspool_spoold_oldest_queued_job_age_seconds": 90,
+		"vmspool_spoold_jobs_waiting_answer":           1,
+		"vmspool_spoold_oldest_question_age_seconds":   0, // a clock behind counts as 0
+	} {
+		if got[name] != want {
+			t.Errorf("%s = %v, want %v", name, got[name], want)
+		}
+	}
+	if hb := got["vmspool_spoold_heartbeat_timestamp_seconds"]; time.Since(time.Unix(int64(hb), 0)) > time.Minute {
+		t.Errorf("heartbeat = %v, not now", hb)
+	}
+}
+
 func TestSpooldMetrics(t *testing.T) {
 	reg := NewRegistry("spoold", false)
 	m := NewSpooldMetrics(reg)
