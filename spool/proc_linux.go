@@ -61,3 +61,22 @@ func (l *Lease) Alive(host, boot string) (known, alive bool) {
 	}
 	return true, true
 }
+
+// ByProcess reports whether the lease's process decides its life, as seen
+// from this host (host, boot), and if so whether it lives. It decides on
+// the lease's own host: a lease of another boot, or whose pid is gone or
+// reused, is dead at once; one whose process lives, named exactly (the
+// pid's start time and the boot recorded), is alive whatever its
+// heartbeat's age, since a paused or slowed worker is alive
+// (docs/contract.md, invariant 4). Elsewhere, or for a lease that names
+// its process less exactly (an older one), the heartbeat decides.
+func (l *Lease) ByProcess(host, boot string) (decides, alive bool) {
+	known, alive := l.Alive(host, boot)
+	switch {
+	case !known:
+		return false, false
+	case !alive:
+		return true, false
+	}
+	return l.PIDStart != 0 && l.Boot != "" && boot != "", true
+}
