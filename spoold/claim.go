@@ -163,6 +163,16 @@ func (d *Daemon) chatElsewhere(chat, job string, mine *spool.Lease) bool {
 		return false
 	}
 	for i, l := range ls {
+		if decides, alive := l.ByProcess(d.cfg.Host, d.boot); decides && !alive {
+			continue // its worker is dead: the recovery's
+		} else if decides {
+			// A live process of this host holds it, whatever its
+			// heartbeat's age: a paused worker is alive.
+			if mine == nil || l.Claimed < mine.Claimed || l.Claimed == mine.Claimed && l.Job < mine.Job {
+				return true
+			}
+			continue
+		}
 		life := d.life(l)
 		// A heartbeat is live while this daemon sees it move (liveness.go),
 		// whatever the clocks of the hosts say.
