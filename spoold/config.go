@@ -75,6 +75,12 @@ type Config struct {
 	// the same or Run fails, CgroupOff by process group and session only
 	// (docs/spoold.md, "Ending what a job started").
 	Cgroup string
+	// Shared says whether hosts other than this one may use the spool,
+	// and so whether a run is fenced (ended when its heartbeat cannot be
+	// written for half the lease): SharedAuto (the default) decides by the
+	// spool's filesystem and Poll, SharedOn always, SharedOff never until
+	// a lease of another host is seen (sharing.go).
+	Shared string
 	// WorkDir is the working directory of a job whose spec names none, and
 	// what a relative cwd is relative to (default spoold's own).
 	WorkDir string
@@ -111,6 +117,13 @@ func (c *Config) fill() error {
 	case CgroupAuto, CgroupOn, CgroupOff:
 	default:
 		return fmt.Errorf("spoold: cgroup %q: want auto, on or off", c.Cgroup)
+	}
+	switch c.Shared {
+	case "":
+		c.Shared = SharedAuto
+	case SharedAuto, SharedOn, SharedOff:
+	default:
+		return fmt.Errorf("spoold: shared %q: want auto, on or off", c.Shared)
 	}
 	if c.Workers <= 0 {
 		c.Workers = 1

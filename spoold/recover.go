@@ -94,6 +94,7 @@ func (d *Daemon) judge(job string) (*spool.Lease, fs.FileInfo, bool) {
 		}
 		return nil, nil, false
 	}
+	d.sawHost(l.Host)
 	if l.Worker == d.cfg.Worker && l.PID == d.pid && l.Host == d.cfg.Host {
 		// Ours. A run's heartbeats keep it, and a claim in flight is
 		// being handled (a hung daemon is judged by the others). Looked

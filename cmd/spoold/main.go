@@ -30,7 +30,7 @@ func init() {
        [--commit-tool NAME] [--metrics-file PATH] [--metrics-every D] [--log-level L]
        [--max-log SIZE] [--max-events SIZE] [--max-event-rate N] [--limits-ceiling N]
        [--min-free SIZE] [--min-free-percent P] [--min-free-inodes N]
-       [--script-env NAMES] [--cgroup auto|on|off]`,
+       [--script-env NAMES] [--cgroup auto|on|off] [--shared auto|on|off]`,
 		Short: "Runs the spool's queue until SIGTERM or SIGINT.",
 		Long: `Then it stops claiming, lets running jobs finish for --grace, and puts
 any still running back in the queue (or ends them, per their attempts)
@@ -135,7 +135,7 @@ type flags struct {
 	limits, ceilings                                    spool.Limits
 	floor                                               spool.Floor
 	scriptEnv                                           []string
-	cgroup                                              string
+	cgroup, shared                                      string
 }
 
 // declareFlags declares spoold's flags.
@@ -162,6 +162,7 @@ func declareFlags(fs *flag.FlagSet) {
 	fs.Float64("min-free-percent", spool.DefaultFloor.Percent, "nor while less than `P` percent is free (0: off)")
 	fs.Int64("min-free-inodes", spool.DefaultFloor.Inodes, "nor while fewer than `N` inodes are free (0: off)")
 	fs.String("script-env", "", "`NAMES` (comma-separated; PREFIX* for a prefix) a script job's spec may set beyond the default allowlist")
+	fs.String("shared", spoold.SharedAuto, "`MODE`: whether other hosts may use the spool, and so whether a run is ended when its heartbeat cannot be written for half the lease: auto (by the filesystem and --poll), on, off (a lease of another host seen turns it on)")
 	fs.String("cgroup", spoold.CgroupAuto, "`MODE` of ending a job's processes with it: auto (a cgroup per job where one can be made), on (the same, or exit 1), off (process group and session)")
 }
 
@@ -172,7 +173,7 @@ func parseFlags(c *cli.Call) (f flags, err error) {
 		logLevel: c.String("log-level"), metricsOut: c.String("metrics-file"), workers: c.Int("workers"),
 		lease: c.Duration("lease"), grace: c.Duration("grace"), killGrace: c.Duration("kill-grace"),
 		poll: c.Duration("poll"), rescan: c.Duration("rescan"), maxTimeout: c.Duration("max-timeout"),
-		metricsEvery: c.Duration("metrics-every"), cgroup: c.String("cgroup"),
+		metricsEvery: c.Duration("metrics-every"), cgroup: c.String("cgroup"), shared: c.String("shared"),
 		floor: spool.Floor{Percent: c.Float64("min-free-percent"), Inodes: c.Int64("min-free-inodes")},
 	}
 	maxLog, maxEvents, minFree := c.String("max-log"), c.String("max-events"), c.String("min-free")
@@ -213,6 +214,9 @@ func parseFlags(c *cli.Call) (f flags, err error) {
 	if f.cgroup != spoold.CgroupAuto && f.cgroup != spoold.CgroupOn && f.cgroup != spoold.CgroupOff {
 		return bad("--cgroup %q: want auto, on or off", f.cgroup)
 	}
+	if f.shared != spoold.SharedAuto && f.shared != spoold.SharedOn && f.shared != spoold.SharedOff {
+		return bad("--shared %q: want auto, on or off", f.shared)
+	}
 	for _, n := range strings.Split(scriptEnv, ",") {
 		if n = strings.TrimSpace(n); n != "" {
 			f.scriptEnv = append(f.scriptEnv, n)
@@ -232,7 +236,7 @@ func (f flags) config(s *spool.Spool, log *logrus.Logger) spoold.Config {
 		Spool: s, Workers: f.workers, Lease: f.lease, Grace: f.grace, KillGrace: f.killGrace,
 		Host: f.host, Worker: f.worker, Poll: f.poll, Rescan: f.rescan, MaxTimeout: f.maxTimeout,
 		Env: jobEnvironment(os.LookupEnv, os.Executable), Log: log,
-		Limits: f.limits, Ceilings: f.ceilings, Floor: f.floor, ScriptEnv: f.scriptEnv, Cgroup: f.cgroup,
+		Limits: f.limits, Ceilings: f.ceilings, Floor: f.floor, ScriptEnv: f.scriptEnv, Cgroup: f.cgroup, Shared: f.shared,
 	}
 }
 
