@@ -101,6 +101,13 @@ type Config struct {
 	// machine. cmd/spoold sets it only from the test-only
 	// VMSPOOL_TEST_CLOCK_OFFSET.
 	ClockOffset time.Duration
+	// Beat, if set, is called each time the daemon's loop of timed work
+	// (the recovery, the waiting chats' retry, the free space) goes round,
+	// at least every second while it is not stuck: cmd/spoold's watchdog
+	// pings systemd only while it beats, so that a spoold alive but stuck
+	// is restarted and its jobs recovered (docs/operations.md, "What the
+	// units do").
+	Beat func()
 	// Ready, if set, is called once the daemon serves: the watch is set,
 	// the first scan and recovery are done and the workers started (for
 	// systemd's READY=1).

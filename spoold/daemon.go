@@ -218,6 +218,9 @@ func (d *Daemon) ticks(ctx context.Context) {
 	parked := time.NewTicker(parkedRetry)
 	defer parked.Stop()
 	for {
+		if d.cfg.Beat != nil {
+			d.cfg.Beat()
+		}
 		select {
 		case <-ctx.Done():
 			return

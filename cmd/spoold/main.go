@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -95,6 +96,8 @@ func run(c *cli.Call) error {
 	cfg.Metrics = ops.NewSpooldMetrics(svc.Registry)
 	cfg.Gate = gateFunc(gate, ops.NewGateMetrics(svc.Registry))
 	cfg.Ready = svc.Ready
+	var health func() error
+	cfg.Beat, health = loopPulse(f.lease + 30*time.Second)
 	d, err := spoold.New(cfg)
 	if err != nil {
 		return errors.New(strings.TrimPrefix(err.Error(), "spoold: "))
@@ -111,9 +114,14 @@ func run(c *cli.Call) error {
 		log.Info("second signal: stopping now")
 		d.StopNow()
 	})
-	// The watchdog is pinged while the spool answers a stat: a spool gone
-	// or hung gets the unit restarted rather than kept "alive".
-	svc.Watchdog(ctx, ops.DirHealth(s.RootPath))
+	// The watchdog is pinged while the spool answers a stat and the
+	// daemon's loop of timed work goes round: a spool gone or hung, or a
+	// spoold alive but stuck, gets the unit restarted rather than kept
+	// "alive" (on its own host a live spoold keeps its jobs, however old
+	// their heartbeats: the restart is what recovers them). The loop goes
+	// round every second; a recovery round reads a lease per running job,
+	// so it is given the lease, and 30 s more, before it counts as stuck.
+	svc.Watchdog(ctx, health, ops.DirHealth(s.RootPath))
 	// The textfile outlives ctx: its last write, after the jobs ended,
 	// holds the final counts.
 	stopMetrics := svc.Textfile(write, f.metricsEvery)
@@ -123,6 +131,22 @@ func run(c *cli.Call) error {
 		return errors.New(strings.TrimPrefix(err.Error(), "spoold: "))
 	}
 	return nil
+}
+
+// loopPulse is the daemon's Beat and the watchdog's check of it: an error
+// once the loop, having begun, has not gone round for within. Before its
+// first round (the first listing of a large spool on a network
+// filesystem takes a minute) only the spool's stat is checked.
+func loopPulse(within time.Duration) (beat func(), health func() error) {
+	pulse := &ops.Pulse{}
+	var begun atomic.Bool
+	check := pulse.Within(within)
+	return func() { begun.Store(true); pulse.Beat() }, func() error {
+		if !begun.Load() {
+			return nil
+		}
+		return check()
+	}
 }
 
 // flags are spoold's command line, checked.
