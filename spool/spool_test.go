@@ -714,6 +714,14 @@ func TestLeaseAlive(t *testing.T) {
 			t.Errorf("%s: ByProcess = %v, %v; want %v, %v", tc.name, decides, palive, tc.decides, tc.alive)
 		}
 	}
+	// A lease that names another program's live process exactly (planted
+	// naming pid 1) is left to its heartbeat, not believed for ever.
+	if comm, st1, err := processStat(1); err == nil && !strings.HasPrefix(comm, "spool") {
+		l := Lease{Host: "h", PID: 1, PIDStart: st1, Boot: boot}
+		if decides, _ := l.ByProcess("h", boot); decides {
+			t.Errorf("a lease naming pid 1 (%s) is judged by its process", comm)
+		}
+	}
 }
 
 func TestLocks(t *testing.T) {
