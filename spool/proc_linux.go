@@ -16,6 +16,18 @@ func ProcessStart(pid int) (uint64, error) {
 	return st, err
 }
 
+// ProgramPrefix begins the command name of every program of this project
+// that holds leases (spoold, spool): a live process of another name is
+// never believed to hold one (ByProcess).
+const ProgramPrefix = "spool"
+
+// ProcessName returns the command name of pid (/proc/PID/comm, at most 15
+// bytes).
+func ProcessName(pid int) (string, error) {
+	comm, _, err := processStat(pid)
+	return comm, err
+}
+
 // processStat returns the command name (field 2 of /proc/PID/stat, at
 // most 15 bytes) and the start time of pid.
 func processStat(pid int) (string, uint64, error) {
@@ -95,5 +107,5 @@ func (l *Lease) ByProcess(host, boot string) (decides, alive bool) {
 	if err != nil {
 		return true, false // gone since
 	}
-	return strings.HasPrefix(comm, "spool"), true
+	return strings.HasPrefix(comm, ProgramPrefix), true
 }

@@ -2,6 +2,7 @@ package spoold
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/vmspool/vmspool/spool"
 )
@@ -23,9 +24,11 @@ import (
 //     not known as local (a network or cluster filesystem, any FUSE
 //     filesystem but fuse-overlayfs, one of a type this list does not
 //     know), or when the filesystem cannot be told;
-//   - whatever the flag: from the moment this daemon sees a lease of
-//     another host (its recovery reads every lease in the tree), for the
-//     rest of its life. Another host's spoold that starts on a local
+//   - whatever the flag: when this daemon's command name does not begin
+//     with "spool" (other readers then judge its leases by their
+//     heartbeat, spool.Lease.ByProcess), and from the moment it sees a
+//     lease of another host (its recovery reads every lease in the
+//     tree), for the rest of its life. Another host's spoold that starts on a local
 //     spool this daemon exports (NFS from this host's disk) is seen so
 //     only once it has claimed a job: run such a spool's daemons with
 //     --shared on.
@@ -56,6 +59,13 @@ func MayBeShared(fs spool.Filesystem) bool {
 // decideShared sets whether the spool is shared at the daemon's start,
 // from its configuration and its filesystem.
 func (d *Daemon) decideShared() {
+	if comm, err := spool.ProcessName(d.pid); err != nil || !strings.HasPrefix(comm, spool.ProgramPrefix) {
+		// The other readers of its leases cannot tell this daemon's
+		// process from another program's, and judge its leases by their
+		// heartbeat: its runs are fenced as if another host looked.
+		d.share(fmt.Sprintf("its command name %q does not begin with %q: its leases are judged by their heartbeat", comm, spool.ProgramPrefix))
+		return
+	}
 	switch d.cfg.Shared {
 	case SharedOn:
 		d.share("--shared on")
