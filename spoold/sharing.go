@@ -59,11 +59,17 @@ func MayBeShared(fs spool.Filesystem) bool {
 // decideShared sets whether the spool is shared at the daemon's start,
 // from its configuration and its filesystem.
 func (d *Daemon) decideShared() {
+	// The other readers of its leases believe this daemon's process only
+	// if its leases name it exactly (start time, boot id) and its name
+	// is one of this project's programs; otherwise they judge its leases
+	// by their heartbeat, and its runs are fenced as if another host
+	// looked.
 	if comm, err := spool.ProcessName(d.pid); err != nil || !strings.HasPrefix(comm, spool.ProgramPrefix) {
-		// The other readers of its leases cannot tell this daemon's
-		// process from another program's, and judge its leases by their
-		// heartbeat: its runs are fenced as if another host looked.
 		d.share(fmt.Sprintf("its command name %q does not begin with %q: its leases are judged by their heartbeat", comm, spool.ProgramPrefix))
+		return
+	}
+	if d.pst == 0 || d.boot == "" {
+		d.share("its process's start time or the boot id cannot be read: its leases are judged by their heartbeat")
 		return
 	}
 	switch d.cfg.Shared {
