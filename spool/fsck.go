@@ -119,9 +119,10 @@ func (o *FsckOptions) defaults() {
 //   - a job in two states at once: a final document wins and the
 //     .running or .ready beside it is removed; .ready beside .running
 //     leaves .running; a second final document goes to corrupt/;
-//   - a lease whose worker is dead (same host: the pid is gone or reused
-//     and no process holds the spec's lock; any host: the heartbeat is
-//     older than lease_s, believed up to Lease): its end finished if it
+//   - a lease whose worker is dead (its own host: the pid is gone or
+//     reused and no process holds the spec's lock, whatever the
+//     heartbeat's age; another host: the heartbeat is older than lease_s,
+//     believed up to Lease): its end finished if it
 //     records one, else queued again while attempts remain, else
 //     ended failed "worker W died", the rule spoold follows;
 //   - a temporary (a dot name) older than TempAge: removed;
@@ -352,20 +353,22 @@ func (s *Spool) fsckLease(job string, opt FsckOptions, add func(Finding, func() 
 		return
 	}
 	why := ""
-	known, alive := l.Alive(opt.Host, opt.Boot)
+	// On the lease's own host its process decides, whatever the
+	// heartbeat's age: a paused worker is alive (ByProcess).
+	decides, alive := l.ByProcess(opt.Host, opt.Boot)
 	beat := opt.Now.Sub(fi.ModTime())
 	ls := opt.Lease
 	if l.LeaseS > 0 && l.LeaseS < opt.Lease.Seconds() {
 		ls = l.Duration()
 	}
 	switch {
-	case known && !alive:
+	case decides && !alive:
 		// The worker is gone; its job's processes hold the spec's lock
 		// for as long as any of them lives.
 		if locked, err := s.SpecLocked(job); err == nil && !locked {
 			why = fmt.Sprintf("worker %s (pid %d on %s) is gone", l.Worker, l.PID, l.Host)
 		}
-	case !known && beat > ls:
+	case !decides && beat > ls:
 		why = fmt.Sprintf("worker %s on %s has not beaten for %s (lease %s)", l.Worker, l.Host, beat.Round(time.Second), ls)
 	}
 	if why == "" {

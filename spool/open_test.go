@@ -34,7 +34,7 @@ func TestOneOpen(t *testing.T) {
 		"subRoot":         "a directory of the tree as an os.Root, lstat'd first",
 		"OpenSubdirGroup": "a directory of the tree as an os.Root, checked the same as the handle opened (OpenSubdir calls it)",
 		"urandom":         "/dev/urandom",
-		"ProcessStart":    "/proc/PID/stat",
+		"processStat":     "/proc/PID/stat",
 		"BootID":          "/proc/sys/kernel/random/boot_id",
 		"checkAbove":      "O_PATH handles of the directories above the spool, which open nothing to read or write",
 	}

@@ -693,17 +693,33 @@ func TestLeaseAlive(t *testing.T) {
 		name         string
 		l            Lease
 		known, alive bool
+		// What ByProcess says: a live process decides only when the
+		// lease names it exactly; elsewhere the heartbeat decides.
+		decides bool
 	}{
-		{"me", Lease{Host: "h", PID: os.Getpid(), PIDStart: st, Boot: boot}, true, true},
-		{"no start recorded", Lease{Host: "h", PID: os.Getpid()}, true, true},
-		{"pid reused", Lease{Host: "h", PID: os.Getpid(), PIDStart: st + 1, Boot: boot}, true, false},
-		{"other boot", Lease{Host: "h", PID: os.Getpid(), PIDStart: st, Boot: "x"}, true, false},
-		{"gone", Lease{Host: "h", PID: 1 << 30}, true, false},
-		{"other host", Lease{Host: "elsewhere", PID: os.Getpid()}, false, false},
+		{"me", Lease{Host: "h", PID: os.Getpid(), PIDStart: st, Boot: boot}, true, true, true},
+		{"no start recorded", Lease{Host: "h", PID: os.Getpid()}, true, true, false},
+		{"no boot recorded", Lease{Host: "h", PID: os.Getpid(), PIDStart: st}, true, true, false},
+		{"pid reused", Lease{Host: "h", PID: os.Getpid(), PIDStart: st + 1, Boot: boot}, true, false, true},
+		{"other boot", Lease{Host: "h", PID: os.Getpid(), PIDStart: st, Boot: "x"}, true, false, true},
+		{"gone", Lease{Host: "h", PID: 1 << 30}, true, false, true},
+		{"other host", Lease{Host: "elsewhere", PID: os.Getpid()}, false, false, false},
 	} {
 		known, alive := tc.l.Alive("h", boot)
 		if known != tc.known || alive != tc.alive {
 			t.Errorf("%s: Alive = %v, %v", tc.name, known, alive)
+		}
+		decides, palive := tc.l.ByProcess("h", boot)
+		if decides != tc.decides || (decides && palive != tc.alive) {
+			t.Errorf("%s: ByProcess = %v, %v; want %v, %v", tc.name, decides, palive, tc.decides, tc.alive)
+		}
+	}
+	// A lease that names another program's live process exactly (planted
+	// naming pid 1) is left to its heartbeat, not believed for ever.
+	if comm, st1, err := processStat(1); err == nil && !strings.HasPrefix(comm, "spool") {
+		l := Lease{Host: "h", PID: 1, PIDStart: st1, Boot: boot}
+		if decides, _ := l.ByProcess("h", boot); decides {
+			t.Errorf("a lease naming pid 1 (%s) is judged by its process", comm)
 		}
 	}
 }

@@ -163,6 +163,17 @@ func (d *Daemon) chatElsewhere(chat, job string, mine *spool.Lease) bool {
 		return false
 	}
 	for i, l := range ls {
+		d.sawHost(l.Host)
+		if decides, alive := l.ByProcess(d.cfg.Host, d.boot); decides && !alive {
+			continue // its worker is dead: the recovery's
+		} else if decides {
+			// A live process of this host holds it, whatever its
+			// heartbeat's age: a paused worker is alive.
+			if mine == nil || l.Claimed < mine.Claimed || l.Claimed == mine.Claimed && l.Job < mine.Job {
+				return true
+			}
+			continue
+		}
 		life := d.life(l)
 		// A heartbeat is live while this daemon sees it move (liveness.go),
 		// whatever the clocks of the hosts say.
@@ -266,6 +277,9 @@ func (d *Daemon) claimEnd(job string) {
 // jobs' processes behind, and they hold the chat's lock and the spec's).
 func (d *Daemon) endOrphansOf(job string) {
 	prev := d.s.MarkerLease(job)
+	if prev != nil {
+		d.sawHost(prev.Host)
+	}
 	if prev == nil || prev.Host != d.cfg.Host || !d.attemptAlive(job) {
 		return
 	}

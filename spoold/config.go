@@ -75,6 +75,12 @@ type Config struct {
 	// the same or Run fails, CgroupOff by process group and session only
 	// (docs/spoold.md, "Ending what a job started").
 	Cgroup string
+	// Shared says whether hosts other than this one may use the spool,
+	// and so whether a run is fenced (ended when its heartbeat cannot be
+	// written for half the lease): SharedAuto (the default) decides by the
+	// spool's filesystem and Poll, SharedOn always, SharedOff never until
+	// a lease of another host is seen (sharing.go).
+	Shared string
 	// WorkDir is the working directory of a job whose spec names none, and
 	// what a relative cwd is relative to (default spoold's own).
 	WorkDir string
@@ -95,6 +101,13 @@ type Config struct {
 	// machine. cmd/spoold sets it only from the test-only
 	// VMSPOOL_TEST_CLOCK_OFFSET.
 	ClockOffset time.Duration
+	// Beat, if set, is called each time the daemon's loop of timed work
+	// (the recovery, the waiting chats' retry, the free space) goes round,
+	// at least every second while it is not stuck: cmd/spoold's watchdog
+	// pings systemd only while it beats, so that a spoold alive but stuck
+	// is restarted and its jobs recovered (docs/operations.md, "What the
+	// units do").
+	Beat func()
 	// Ready, if set, is called once the daemon serves: the watch is set,
 	// the first scan and recovery are done and the workers started (for
 	// systemd's READY=1).
@@ -111,6 +124,13 @@ func (c *Config) fill() error {
 	case CgroupAuto, CgroupOn, CgroupOff:
 	default:
 		return fmt.Errorf("spoold: cgroup %q: want auto, on or off", c.Cgroup)
+	}
+	switch c.Shared {
+	case "":
+		c.Shared = SharedAuto
+	case SharedAuto, SharedOn, SharedOff:
+	default:
+		return fmt.Errorf("spoold: shared %q: want auto, on or off", c.Shared)
 	}
 	if c.Workers <= 0 {
 		c.Workers = 1

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -63,6 +64,9 @@ type Daemon struct {
 
 	ls listing // when the root is read whole (listing.go)
 
+	sharedOn  atomic.Bool  // another host may use the spool: runs are fenced (sharing.go)
+	sharedWhy atomic.Value // why, or why not: a string
+
 	floorMu  sync.Mutex
 	floorAt  time.Time // when the free space was last checked (limits.go)
 	floorErr error     // non-nil while below the floor
@@ -86,6 +90,7 @@ func New(cfg Config) (*Daemon, error) {
 		interrupt:  make(chan struct{}), hard: make(chan struct{}),
 	}
 	d.pst, _ = spool.ProcessStart(d.pid)
+	d.decideShared()
 	d.q = newQueue(d.now)
 	cfg.Metrics.Observe(d.state)
 	if d.scriptEnv, err = NewScriptEnv(cfg.ScriptEnv); err != nil {
@@ -151,7 +156,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	d.w = w
 	d.log.WithFields(logrus.Fields{"worker": d.cfg.Worker, "spool": d.root, "workers": d.cfg.Workers,
-		"lease": d.cfg.Lease.String(), "poll": d.cfg.Poll.String()}).Info("serving")
+		"lease": d.cfg.Lease.String(), "poll": d.cfg.Poll.String(), "shared": d.shared(), "shared_why": d.sharedWhy.Load()}).Info("serving")
 
 	evCtx, stopEvents := context.WithCancel(context.Background())
 	var evDone sync.WaitGroup
@@ -236,6 +241,9 @@ func (d *Daemon) ticks(ctx context.Context) {
 	defer parked.Stop()
 	d.cfg.Metrics.Alive(d.cfg.Host)
 	for {
+		if d.cfg.Beat != nil {
+			d.cfg.Beat()
+		}
 		select {
 		case <-ctx.Done():
 			return

@@ -4,7 +4,9 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/vmspool/vmspool/spool"
 )
@@ -72,5 +74,23 @@ func TestEventDispatch(t *testing.T) {
 	d.event(spool.Change{Name: "d.ready", Op: spool.Created})
 	if _, err := os.Stat(s.Path("corrupt/d.ready.why")); err != nil {
 		t.Errorf("a directory marker was not moved aside: %v", err)
+	}
+}
+
+// The daemon's loop of timed work beats every second at least while it
+// runs: the watchdog's sign that a spoold alive is not stuck.
+func TestBeat(t *testing.T) {
+	d, _ := newTestDaemon(t)
+	d.cfg.Cgroup = CgroupOff
+	var beats atomic.Int64
+	d.cfg.Beat = func() { beats.Add(1) }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { d.Run(ctx); close(done) }()
+	time.Sleep(2500 * time.Millisecond)
+	cancel()
+	<-done
+	if n := beats.Load(); n < 2 {
+		t.Errorf("%d beats in 2.5 s; want one a second at least", n)
 	}
 }

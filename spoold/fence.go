@@ -132,7 +132,7 @@ func (r *run) startBeat(claimed time.Time) *beat {
 		r.signal(syscall.SIGTERM)
 		b.fence <- why
 	}
-	if a := age(); a >= fenceAfter(d.cfg.Lease) {
+	if a := age(); a >= fenceAfter(d.cfg.Lease) && d.shared() {
 		fire(a)
 		return b
 	}
@@ -177,7 +177,10 @@ func (r *run) startBeat(claimed time.Time) *beat {
 				return
 			case <-t.C:
 			}
-			if a := age(); a >= fenceAfter(d.cfg.Lease) {
+			// Only where another host may take the job over: on a
+			// spool this host alone uses, a late heartbeat is a pause,
+			// and the run lives (sharing.go).
+			if a := age(); a >= fenceAfter(d.cfg.Lease) && d.shared() {
 				fire(a)
 				break
 			}

@@ -129,6 +129,8 @@ func TestFencedClaimStartsNothing(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d, s := newTestDaemon(t) // --lease 30s
+			// --shared on: the fence runs where another host may take over.
+			d.share("a test of the fence")
 			ran := filepath.Join(t.TempDir(), "ran")
 			job, err := s.Submit(&spool.Spec{Chat: "c", Argv: []string{"touch", ran}})
 			if err != nil {

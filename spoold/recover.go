@@ -69,11 +69,13 @@ func (d *Daemon) recoverAll() {
 }
 
 // judge reads a lease and says whether its worker is dead: on this host,
-// its pid is gone or is a newer process (start time, boot id); on any
-// host, its heartbeat has not moved for its lease (life: no longer than
-// this daemon's) as this daemon watched it (liveness.go: no clock of
-// another host is believed; a lease of this daemon's own too, unless one
-// of its runs or claims holds it). An
+// by its process alone, whatever the heartbeat's age: dead when its pid
+// is gone or is a newer process (start time, boot id), alive while it
+// lives (spool.Lease.ByProcess); from another host (or a lease that does
+// not name its process exactly), when its heartbeat has not moved for its
+// lease (life: no longer than this daemon's) as this daemon watched it
+// (liveness.go: no clock of another host is believed; a lease of this
+// daemon's own too, unless one of its runs or claims holds it). An
 // unreadable lease is a claim in progress until it has stood still, its
 // times and size unchanged, for the lease (a claim's rename sets the
 // ctime, its write makes a new file).
@@ -92,6 +94,7 @@ func (d *Daemon) judge(job string) (*spool.Lease, fs.FileInfo, bool) {
 		}
 		return nil, nil, false
 	}
+	d.sawHost(l.Host)
 	if l.Worker == d.cfg.Worker && l.PID == d.pid && l.Host == d.cfg.Host {
 		// Ours. A run's heartbeats keep it, and a claim in flight is
 		// being handled (a hung daemon is judged by the others). Looked
@@ -103,13 +106,20 @@ func (d *Daemon) judge(job string) (*spool.Lease, fs.FileInfo, bool) {
 		if run || claiming {
 			return l, fi, false
 		}
-		// Neither: nothing of ours heartbeats it (a requeue that failed),
-		// and it is dead once its heartbeat is older than the lease, as
-		// anyone's. Our pid is alive, so only the heartbeat can say so.
+		// Neither: nothing of ours heartbeats it (a requeue that failed,
+		// a run our fence ended), and it is dead once its heartbeat is
+		// older than the lease, as anyone's. Our pid is alive, so only
+		// the heartbeat can say so.
+		return l, fi, d.silence(job, spool.FileStampOf(fi)) >= d.life(l)
 	}
-	known, alive := l.Alive(d.cfg.Host, d.boot)
-	stale := d.silence(job, spool.FileStampOf(fi)) >= d.life(l)
-	return l, fi, (known && !alive) || stale
+	// On the lease's own host its process decides, whatever the
+	// heartbeat's age: a paused worker is alive, and a dead one's job is
+	// recovered at once (docs/contract.md, invariant 4). From another
+	// host, its heartbeat.
+	if decides, alive := l.ByProcess(d.cfg.Host, d.boot); decides {
+		return l, fi, !alive
+	}
+	return l, fi, d.silence(job, spool.FileStampOf(fi)) >= d.life(l)
 }
 
 // recoverJob takes over the job of a dead worker: it is queued again by a

@@ -118,3 +118,50 @@ func TestJudgeIgnoresClocks(t *testing.T) {
 		t.Error("a lease an hour in the future, still for a lease, judged alive")
 	}
 }
+
+// On the lease's own host its process decides, whatever the heartbeat's
+// age: a live worker (a paused spoold) is alive for ever, a gone or
+// reused pid is dead at once. From another host, the heartbeat decides.
+func TestJudgeByProcess(t *testing.T) {
+	d, s := newTestDaemon(t)
+	for _, tc := range []struct {
+		name  string
+		edit  func(l *spool.Lease)
+		still time.Duration // how long the heartbeat was seen still
+		dead  bool
+	}{
+		{"this host, alive, heartbeat old", func(l *spool.Lease) {}, 10 * d.cfg.Lease, false},
+		{"this host, pid reused, heartbeat fresh", func(l *spool.Lease) { l.PIDStart++ }, 0, true},
+		{"this host, pid gone, heartbeat fresh", func(l *spool.Lease) { l.PID = 1 << 30 }, 0, true},
+		{"this host, no start time, heartbeat old", func(l *spool.Lease) { l.PIDStart = 0 }, 2 * d.cfg.Lease, true},
+		{"this host, no start time, heartbeat fresh", func(l *spool.Lease) { l.PIDStart = 0 }, 0, false},
+		{"another host, heartbeat old", func(l *spool.Lease) { l.Host = "elsewhere" }, 2 * d.cfg.Lease, true},
+		{"another host, heartbeat fresh", func(l *spool.Lease) { l.Host = "elsewhere" }, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			job, err := s.Submit(&spool.Spec{Chat: "c", Argv: []string{"true"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Another worker of this process: not one of d's runs.
+			l := d.lease("c")
+			l.Worker = "another"
+			tc.edit(&l)
+			if got, _, err := s.Claim(job, l); err != nil || got == nil {
+				t.Fatalf("claim: %v, %v", got, err)
+			}
+			// As if this daemon had watched the heartbeat stand still.
+			fi, err := os.Stat(s.Path(job + spool.ExtRunning))
+			if err != nil {
+				t.Fatal(err)
+			}
+			d.silence(job, spool.FileStampOf(fi))
+			d.smu.Lock()
+			d.sightings[job].since = d.sightings[job].since.Add(-tc.still)
+			d.smu.Unlock()
+			if _, _, dead := d.judge(job); dead != tc.dead {
+				t.Errorf("judged dead %v, want %v", dead, tc.dead)
+			}
+		})
+	}
+}

@@ -36,7 +36,9 @@ func TestFenceCutOff(t *testing.T) {
 
 	out := t.TempDir()
 	const lease = 2 * time.Second
-	p := spooldStart(t, dir, "--lease", lease.String(), "--kill-grace", "300ms", "--rescan", "500ms")
+	// --shared on: the spool is on a local disk here, where the fence
+	// runs only if another host may use it.
+	p := spooldStart(t, dir, "--lease", lease.String(), "--kill-grace", "300ms", "--rescan", "500ms", "--shared", "on")
 	// The first attempt records its pid and sleeps; the second ends at once.
 	job := spooldSubmit(t, dir, "--chat", "cut", "--attempts", "2", "--", "sh", "-c",
 		`if [ -e "$0/second" ]; then exit 0; fi; touch "$0/second"; echo $$ > "$0/pid"; exec sleep 60`, out)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -30,7 +31,7 @@ func init() {
        [--commit-tool NAME] [--metrics-file PATH] [--metrics-every D] [--log-level L]
        [--max-log SIZE] [--max-events SIZE] [--max-event-rate N] [--limits-ceiling N]
        [--min-free SIZE] [--min-free-percent P] [--min-free-inodes N]
-       [--script-env NAMES] [--cgroup auto|on|off]`,
+       [--script-env NAMES] [--cgroup auto|on|off] [--shared auto|on|off]`,
 		Short: "Runs the spool's queue until SIGTERM or SIGINT.",
 		Long: `Then it stops claiming, lets running jobs finish for --grace, and puts
 any still running back in the queue (or ends them, per their attempts)
@@ -95,6 +96,8 @@ func run(c *cli.Call) error {
 	cfg.Metrics = ops.NewSpooldMetrics(svc.Registry)
 	cfg.Gate = gateFunc(gate, ops.NewGateMetrics(svc.Registry))
 	cfg.Ready = svc.Ready
+	var health func() error
+	cfg.Beat, health = loopPulse(f.lease + 30*time.Second)
 	d, err := spoold.New(cfg)
 	if err != nil {
 		return errors.New(strings.TrimPrefix(err.Error(), "spoold: "))
@@ -111,9 +114,14 @@ func run(c *cli.Call) error {
 		log.Info("second signal: stopping now")
 		d.StopNow()
 	})
-	// The watchdog is pinged while the spool answers a stat: a spool gone
-	// or hung gets the unit restarted rather than kept "alive".
-	svc.Watchdog(ctx, ops.DirHealth(s.RootPath))
+	// The watchdog is pinged while the spool answers a stat and the
+	// daemon's loop of timed work goes round: a spool gone or hung, or a
+	// spoold alive but stuck, gets the unit restarted rather than kept
+	// "alive" (on its own host a live spoold keeps its jobs, however old
+	// their heartbeats: the restart is what recovers them). The loop goes
+	// round every second; a recovery round reads a lease per running job,
+	// so it is given the lease, and 30 s more, before it counts as stuck.
+	svc.Watchdog(ctx, health, ops.DirHealth(s.RootPath))
 	// The textfile outlives ctx: its last write, after the jobs ended,
 	// holds the final counts.
 	stopMetrics := svc.Textfile(write, f.metricsEvery)
@@ -123,6 +131,22 @@ func run(c *cli.Call) error {
 		return errors.New(strings.TrimPrefix(err.Error(), "spoold: "))
 	}
 	return nil
+}
+
+// loopPulse is the daemon's Beat and the watchdog's check of it: an error
+// once the loop, having begun, has not gone round for within. Before its
+// first round (the first listing of a large spool on a network
+// filesystem takes a minute) only the spool's stat is checked.
+func loopPulse(within time.Duration) (beat func(), health func() error) {
+	pulse := &ops.Pulse{}
+	var begun atomic.Bool
+	check := pulse.Within(within)
+	return func() { begun.Store(true); pulse.Beat() }, func() error {
+		if !begun.Load() {
+			return nil
+		}
+		return check()
+	}
 }
 
 // flags are spoold's command line, checked.
@@ -135,7 +159,7 @@ type flags struct {
 	limits, ceilings                                    spool.Limits
 	floor                                               spool.Floor
 	scriptEnv                                           []string
-	cgroup                                              string
+	cgroup, shared                                      string
 }
 
 // declareFlags declares spoold's flags.
@@ -162,6 +186,7 @@ func declareFlags(fs *flag.FlagSet) {
 	fs.Float64("min-free-percent", spool.DefaultFloor.Percent, "nor while less than `P` percent is free (0: off)")
 	fs.Int64("min-free-inodes", spool.DefaultFloor.Inodes, "nor while fewer than `N` inodes are free (0: off)")
 	fs.String("script-env", "", "`NAMES` (comma-separated; PREFIX* for a prefix) a script job's spec may set beyond the default allowlist")
+	fs.String("shared", spoold.SharedAuto, "`MODE`: whether other hosts may use the spool, and so whether a run is ended when its heartbeat cannot be written for half the lease: auto (by the filesystem and --poll), on, off (a lease of another host seen turns it on)")
 	fs.String("cgroup", spoold.CgroupAuto, "`MODE` of ending a job's processes with it: auto (a cgroup per job where one can be made), on (the same, or exit 1), off (process group and session)")
 }
 
@@ -172,7 +197,7 @@ func parseFlags(c *cli.Call) (f flags, err error) {
 		logLevel: c.String("log-level"), metricsOut: c.String("metrics-file"), workers: c.Int("workers"),
 		lease: c.Duration("lease"), grace: c.Duration("grace"), killGrace: c.Duration("kill-grace"),
 		poll: c.Duration("poll"), rescan: c.Duration("rescan"), maxTimeout: c.Duration("max-timeout"),
-		metricsEvery: c.Duration("metrics-every"), cgroup: c.String("cgroup"),
+		metricsEvery: c.Duration("metrics-every"), cgroup: c.String("cgroup"), shared: c.String("shared"),
 		floor: spool.Floor{Percent: c.Float64("min-free-percent"), Inodes: c.Int64("min-free-inodes")},
 	}
 	maxLog, maxEvents, minFree := c.String("max-log"), c.String("max-events"), c.String("min-free")
@@ -213,6 +238,9 @@ func parseFlags(c *cli.Call) (f flags, err error) {
 	if f.cgroup != spoold.CgroupAuto && f.cgroup != spoold.CgroupOn && f.cgroup != spoold.CgroupOff {
 		return bad("--cgroup %q: want auto, on or off", f.cgroup)
 	}
+	if f.shared != spoold.SharedAuto && f.shared != spoold.SharedOn && f.shared != spoold.SharedOff {
+		return bad("--shared %q: want auto, on or off", f.shared)
+	}
 	for _, n := range strings.Split(scriptEnv, ",") {
 		if n = strings.TrimSpace(n); n != "" {
 			f.scriptEnv = append(f.scriptEnv, n)
@@ -232,7 +260,7 @@ func (f flags) config(s *spool.Spool, log *logrus.Logger) spoold.Config {
 		Spool: s, Workers: f.workers, Lease: f.lease, Grace: f.grace, KillGrace: f.killGrace,
 		Host: f.host, Worker: f.worker, Poll: f.poll, Rescan: f.rescan, MaxTimeout: f.maxTimeout,
 		Env: jobEnvironment(os.LookupEnv, os.Executable), Log: log,
-		Limits: f.limits, Ceilings: f.ceilings, Floor: f.floor, ScriptEnv: f.scriptEnv, Cgroup: f.cgroup,
+		Limits: f.limits, Ceilings: f.ceilings, Floor: f.floor, ScriptEnv: f.scriptEnv, Cgroup: f.cgroup, Shared: f.shared,
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 )
 
 func TestJobEnvironment(t *testing.T) {
@@ -35,5 +36,28 @@ func TestJobEnvironment(t *testing.T) {
 				t.Errorf("got %q, want %q", got, c.want)
 			}
 		})
+	}
+}
+
+// The watchdog's check of the daemon's loop: nothing to say before the
+// loop's first round, healthy while it goes round, sick once it has not
+// for longer than its bound.
+func TestLoopPulse(t *testing.T) {
+	beat, health := loopPulse(50 * time.Millisecond)
+	time.Sleep(80 * time.Millisecond)
+	if err := health(); err != nil {
+		t.Errorf("before the first round: %v", err)
+	}
+	beat()
+	if err := health(); err != nil {
+		t.Errorf("just after a round: %v", err)
+	}
+	time.Sleep(80 * time.Millisecond)
+	if err := health(); err == nil {
+		t.Error("no round for longer than the bound, and healthy")
+	}
+	beat()
+	if err := health(); err != nil {
+		t.Errorf("going round again: %v", err)
 	}
 }
