@@ -32,7 +32,8 @@ const maxAnswerBody = 64 << 10
 //
 // Who may answer is who may read the chats here (Auth over TCP, the
 // socket's mode). A browser's request must come from the page itself on
-// either listener: Auth refuses a cookie from another origin, and here a
+// either listener: over TCP the token is a header, which no page of
+// another origin can make a browser send, and here a
 // request that carries an Origin or a Sec-Fetch-Site (a browser's, say
 // through a proxy to the socket) must name this server too. The body must
 // be application/json, which no cross-site form can send without a CORS

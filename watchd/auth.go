@@ -11,9 +11,10 @@ import (
 // (spool.ServeToken), sent as "Authorization: Bearer T". A browser is
 // given the token in the page's address as watchd serve prints it,
 // http://HOST:PORT/#token=T: a fragment, which the browser sends to no
-// server. The page's script takes it from there, keeps it in the page's
-// localStorage (which is its origin's alone: scheme, host and port), takes
-// it out of the address bar, and sends it with each request it makes.
+// server. The page's script takes it from there, keeps it in the tab's
+// sessionStorage (its origin's alone: scheme, host and port; and the
+// tab's, so that it ends with the tab), takes it out of the address bar,
+// and sends it with each request it makes.
 //
 // There is no cookie, on purpose. A browser keeps cookies per host, not
 // per port: a cookie watchd set would be sent to every other server on
@@ -35,6 +36,12 @@ type Auth struct {
 	Token string
 }
 
+// bearer reports whether r carries this server's token.
+func (a *Auth) bearer(r *http.Request) bool {
+	v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && a.matches(strings.TrimSpace(v))
+}
+
 func (a *Auth) matches(t string) bool {
 	return t != "" && subtle.ConstantTimeCompare([]byte(t), []byte(a.Token)) == 1
 }
@@ -45,7 +52,7 @@ func public(r *http.Request) bool {
 	if r.URL.Path == "/metrics" {
 		return true
 	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+	if (r.Method != http.MethodGet && r.Method != http.MethodHead) || !strings.HasPrefix(r.URL.Path, "/") {
 		return false
 	}
 	return r.URL.Path == "/" || (!strings.Contains(r.URL.Path[1:], "/") && r.URL.Path != "/chats")
@@ -60,6 +67,12 @@ func (a *Auth) Handler(h http.Handler) http.Handler {
 			return
 		}
 		if public(r) {
+			// Without the token, a connection serves this one request:
+			// a client that asks for the page's files every few seconds
+			// must not hold a connection (LimitedListener) for good.
+			if !a.bearer(r) {
+				w.Header().Set("Connection", "close")
+			}
 			h.ServeHTTP(w, r)
 			return
 		}

@@ -73,6 +73,8 @@ func TestAuth(t *testing.T) {
 		{"POST", "/?token=" + a.Token, nil, 401},
 		{"POST", "/chats/c1/answer", []string{"Cookie", cookie, "Origin", "http://example.com"}, 401},
 		{"POST", "/chats/c1/answer", []string{"Authorization", "Bearer " + a.Token}, 299},
+		// An absolute-form request with no path: refused, not a panic.
+		{"GET", "http://127.0.0.1:8377", nil, 401},
 	} {
 		w := do(c.method, c.target, c.hdr...)
 		if w.Code != c.want {
@@ -84,6 +86,14 @@ func TestAuth(t *testing.T) {
 		if w.Code == 401 && w.Header().Get("Connection") != "close" {
 			t.Errorf("%s %s: a 401 keeps its connection open", c.method, c.target)
 		}
+	}
+	// The page's files answer without the token, one request a
+	// connection; with the token, a connection is kept.
+	if w := do("GET", "/app.js"); w.Header().Get("Connection") != "close" {
+		t.Error("a public file served without the token keeps its connection open")
+	}
+	if w := do("GET", "/app.js", "Authorization", "Bearer "+a.Token); w.Header().Get("Connection") == "close" {
+		t.Error("a public file served with the token closes its connection")
 	}
 	w := do("GET", "/?token="+a.Token)
 	if loc := w.Header().Get("Location"); loc != "./#token="+a.Token {

@@ -230,6 +230,15 @@ func (c *limitedConn) Close() error {
 	return err
 }
 
+// CloseWrite reaches the TCP connection's, so that net/http's half-close
+// before a closing response's end still happens.
+func (c *limitedConn) CloseWrite() error {
+	if w, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return w.CloseWrite()
+	}
+	return nil
+}
+
 // SetWriteBuffer reaches the TCP connection's (limitSendBuffer).
 func (c *limitedConn) SetWriteBuffer(n int) error {
 	if w, ok := c.Conn.(interface{ SetWriteBuffer(int) error }); ok {

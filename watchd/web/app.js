@@ -9,7 +9,8 @@
 // person to when the dialog is gone. Over TCP, watchd asks for its
 // token: the address watchd serve printed carries it in its fragment
 // (#token=T), which no browser sends to a server; the page keeps it in
-// this origin's localStorage, takes it out of the address, and sends it as
+// this tab's sessionStorage for this origin, takes it out of the address,
+// and sends it as
 // "Authorization: Bearer T" with each request (token(), authed()). No
 // cookie: a browser would send one to every port of the host. So the
 // streams are read with fetch, which can send the header, not with an
@@ -30,20 +31,32 @@ const TOKEN_KEY = "watchd-token";
 const MAX_STREAM_BUFFER = 4 << 20;
 
 const rows = new Map(); // chat -> row
-let memToken = ""; // where localStorage is refused (a private window's policy)
+let memToken = ""; // where sessionStorage is refused (a private window's policy)
 
 // takeToken moves a token from the address (#token=T, beside #chat=C or
-// alone) into this origin's storage, and leaves the address without it:
-// out of the address bar, the history and any link copied from them.
-function takeToken() {
+// alone) into this tab's storage, and leaves the address without it: out
+// of the address bar and of any link copied from it. sessionStorage, not
+// localStorage: what a tab keeps ends with the tab, so a server that takes
+// this port later (another user's, once watchd has stopped) finds no
+// token to read. A token watchd refuses never replaces one it takes: any
+// page may open this address with a #token= of its choosing.
+async function takeToken() {
   const params = hashParams();
   if (!params.has("token")) return;
   const t = params.get("token");
-  memToken = t;
-  try { localStorage.setItem(TOKEN_KEY, t); } catch (e) { /* memToken serves */ }
   params.delete("token");
   const rest = params.toString();
   history.replaceState(null, "", location.pathname + location.search + (rest ? "#" + rest : ""));
+  if (token()) {
+    try {
+      const resp = await fetch("chats", { headers: { Authorization: "Bearer " + t }, cache: "no-store" });
+      if (!resp.ok) return;
+    } catch (e) {
+      return;
+    }
+  }
+  memToken = t;
+  try { sessionStorage.setItem(TOKEN_KEY, t); } catch (e) { /* memToken serves */ }
 }
 
 // hashParams reads the address's fragment as key=value pairs, split at
@@ -53,7 +66,7 @@ function hashParams() {
 }
 
 function token() {
-  try { return localStorage.getItem(TOKEN_KEY) || memToken; } catch (e) { return memToken; }
+  try { return sessionStorage.getItem(TOKEN_KEY) || memToken; } catch (e) { return memToken; }
 }
 
 // authed returns fetch's options with the token's header added, when the
@@ -449,7 +462,6 @@ async function refresh() {
   openStreams();
 }
 
-window.addEventListener("hashchange", () => { takeToken(); applyFocus(); });
-takeToken();
-refresh();
+window.addEventListener("hashchange", () => { takeToken().then(refresh); applyFocus(); });
+takeToken().then(refresh);
 setInterval(refresh, REFRESH_MS);
