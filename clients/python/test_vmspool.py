@@ -248,10 +248,12 @@ exit 0'''
         self.run_story()
 
     def test_follow_over_watchd_serve(self):
-        # The address watchd serve printed, with its token.
+        # The address watchd serve printed, with its token (#token=T), and
+        # the form it printed before (?token=T).
         url = self.serve()
-        self.assertIn("?token=", url)
+        self.assertIn("/#token=", url)
         self.run_story(url=url)
+        self.run_story(url=url.replace("/#token=", "/?token="))
 
     def test_follow_over_watchd_serve_socket(self):
         # Its unix socket: no token, the socket's mode decides.
@@ -260,7 +262,7 @@ exit 0'''
 
     def test_follow_over_watchd_serve_tokens(self):
         page = self.serve()
-        bare = page.split("/?token=")[0]
+        bare = page.split("/#token=")[0]
         # Without a token in the address, the spool's watchd/token (this
         # user may read it).
         self.run_story(url=bare)
@@ -271,11 +273,11 @@ exit 0'''
             list(vmspool.follow("story", url=bare, spool=elsewhere, timeout=5))
         self.assertIn("401", str(cm.exception))
         self.assertIn("token", str(cm.exception))
-        self.assertNotIn(page.split("?token=")[1], str(cm.exception))
+        self.assertNotIn(page.split("#token=")[1], str(cm.exception))
         with self.assertRaises(vmspool.SpoolError) as cm:
-            list(vmspool.follow("story", url=page.replace("?token=", "?token=x"), spool=elsewhere, timeout=5))
+            list(vmspool.follow("story", url=page.replace("#token=", "#token=x"), spool=elsewhere, timeout=5))
         self.assertIn("401", str(cm.exception))
-        self.assertNotIn(page.split("?token=")[1], str(cm.exception))
+        self.assertNotIn(page.split("#token=")[1], str(cm.exception))
 
     def test_answer_and_cancel_errors(self):
         with self.assertRaises(vmspool.NoQuestion):
