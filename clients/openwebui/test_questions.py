@@ -131,6 +131,94 @@ class QuestionsTest(SpoolCase):
         self.assertEqual(len(tab.calls), 1)
         self.assert_last_done(call)
 
+    # Issue 32, 4: three answers at once, from the dialog, the shell and
+    # the page, 0, 10, 50 and 500 ms apart (each route first in turn): one
+    # wins, and each of the others is told "already answered: X", X the
+    # winner's text: a status for the dialog, exit 1 for the shell, a 409
+    # for the page. At 500 ms the run has taken the answer and closed its
+    # question before the others come. After the run ended, the shell and
+    # the page are still told.
+    def test_three_answers_at_once(self):
+        chat = "chat-race"
+        # The run lives a while after its last question: a dialog's
+        # answer can be told only while the tool runs.
+        self.agent('for i in 1 2 3 4; do a=$(spool ask "Pick $i?") || exit 9; spool say "got $i: $a"; done; sleep 1.5')
+        routes = ["dialog", "shell", "page"]
+
+        async def go():
+            tab = Tab()
+            call = self.owui.call(self.tool.vm_agent, "race", chat=chat, tab=tab)
+            rounds = []
+            for n, gap in enumerate((0, 0.01, 0.05, 0.5), 1):
+                d = await tab.dialog(n)
+                qid = json.loads(read(os.path.join(self.spool, "progress", chat)))["question"]["id"]
+                order = routes[n % 3:] + routes[:n % 3]
+
+                async def send(route, n=n, d=d, qid=qid):
+                    text = "%s-%d" % (route, n)
+                    if route == "dialog":
+                        d.type(text)
+                        return None
+                    if route == "shell":
+                        p = await asyncio.to_thread(self.spool_cmd, "answer", "--chat", chat, "--question", qid,
+                                                    text, check=False)
+                        return p.returncode, p.stderr
+                    return await asyncio.to_thread(self.page_answer, chat, qid, text)
+
+                tasks = []
+                for i, route in enumerate(order):
+                    if i:
+                        await asyncio.sleep(gap)
+                    tasks.append(asyncio.ensure_future(send(route)))
+                got = dict(zip(order, await asyncio.gather(*tasks)))
+                job = self.job_of(call)
+                end = time.monotonic() + 30
+                while not any(e.get("text", "").startswith("got %d: " % n) for e in self.events(job)):
+                    self.assertLess(time.monotonic(), end, "round %d: the run did not go on" % n)
+                    await asyncio.sleep(0.02)
+                won = self.answer_doc(chat)["answer"]
+                # The dialog's outcome is its status: taken, or not and why.
+                if won != "dialog-%d" % n:
+                    await call.until(lambda t, n=n, won=won: "Dialog answer not taken: already answered: %s" % won in t,
+                                     "the dialog's loser status, round %d" % n)
+                rounds.append((n, gap, order, got, won, qid))
+            out = await call.result()
+            return out, call, rounds
+
+        out, call, rounds = run(go())
+        for n, gap, order, got, won, _ in rounds:
+            what = "round %d (%d ms apart, %s first): %s won; %s" % (n, gap * 1000, order[0], won, got)
+            self.assertIn(won, ("dialog-%d" % n, "shell-%d" % n, "page-%d" % n), what)
+            winners = [r for r in routes if r == won.split("-")[0]]
+            self.assertEqual(len(winners), 1, what)
+            if gap >= 0.5:
+                self.assertEqual(won, "%s-%d" % (order[0], n), what)
+            shell_rc, shell_err = got["shell"]
+            page_code, page_body = got["page"]
+            if won.startswith("shell"):
+                self.assertEqual(shell_rc, 0, what)
+            else:
+                self.assertEqual(shell_rc, 1, what)
+                self.assertIn("already answered: %s" % won, shell_err, what)
+            if won.startswith("page"):
+                self.assertEqual(page_code, 200, what)
+            else:
+                self.assertEqual(page_code, 409, what)
+                self.assertIn("already answered: %s" % won, page_body, what)
+            said = [e.get("text") for e in self.events(self.job_of(call)) if e.get("type") == "status"]
+            self.assertIn("got %d: %s" % (n, won), said, what)
+        # After the run ended: still told, not "no question is open".
+        won, qid = rounds[-1][4], rounds[-1][5]
+        doc = json.loads(read(os.path.join(self.spool, "progress", chat)))
+        self.assertTrue(doc["done"], doc)
+        p = self.spool_cmd("answer", "--chat", chat, "--question", qid, "late", check=False)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("question %s: already answered: %s" % (qid, won), p.stderr)
+        status, body = self.page_answer(chat, qid, "late")
+        self.assertEqual(status, 409, body)
+        self.assertIn("already answered: %s" % won, body)
+        self.assert_last_done(call)
+
     # Done when: ... and from the CLI. Here the person pressed Escape:
     # the dialog closed and sent nothing; the status had said that this
     # leaves the question open, and the tool stops waiting on the dialog

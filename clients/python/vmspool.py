@@ -1243,6 +1243,16 @@ def elsewhere(chat, q, page=None):
     return "on the host with %s" % line
 
 
+def _not_taken(err):
+    """The status of a dialog's answer that spool answer refused as no
+    longer wanted: "already answered: TEXT" when another answer won."""
+    msg = str(err)
+    i = msg.find("already answered: ")
+    if i >= 0:
+        return "Dialog answer not taken: " + msg[i:]
+    return "Dialog answer not taken: " + msg.split(": ", 1)[-1]
+
+
 # How many times a dialog asks again for an answer it could not take.
 _ASK_AGAIN = 5
 
@@ -1281,6 +1291,7 @@ async def relay(chat, job, emit, call=None, *, every=1.0, spool=None, bin_dir=No
     """
     statuses = []
     dialogs = {}  # question id -> its dialog's task
+    late = []  # dialogs of questions answered elsewhere, kept until the end
     told = set()  # question ids whose answer was said
     last = {"done": False}
 
@@ -1340,10 +1351,15 @@ async def relay(chat, job, emit, call=None, *, every=1.0, spool=None, bin_dir=No
                 await asyncio.to_thread(answer, chat, reply, question=q.id, spool=spool, bin_dir=bin_dir)
                 return
             except BadAnswer as e:
+                if q.id in told:
+                    return  # answered elsewhere meanwhile: its status said with what
                 note = "\n\nNot taken: %s" % str(e).split("not an answer to the question: ", 1)[-1]
                 continue
-            except NoQuestion:
-                return  # answered elsewhere first: the answer's status says so
+            except NoQuestion as e:
+                # The loser of a race (the page, the shell, another
+                # dialog answered first) is told what won.
+                await status(_not_taken(e))
+                return
             except SpoolError as e:
                 await status("Could not answer (%s): answer it %s." % (e, elsewhere(chat, q, page)))
                 return
@@ -1353,6 +1369,18 @@ async def relay(chat, job, emit, call=None, *, every=1.0, spool=None, bin_dir=No
         for t in dialogs.values():
             t.cancel()
         dialogs.clear()
+        for t in late:
+            t.cancel()
+        late.clear()
+
+    def keep_late(qid):
+        """The dialog of a question answered elsewhere stays on the
+        person's screen (nothing closes it): its task is kept until the
+        relay ends, so that an answer given in it still gets its status,
+        "already answered: TEXT"."""
+        t = dialogs.pop(qid, None)
+        if t is not None and not t.done():
+            late.append(t)
 
     async def answered_elsewhere():
         try:
@@ -1364,7 +1392,7 @@ async def relay(chat, job, emit, call=None, *, every=1.0, spool=None, bin_dir=No
         q = doc.get("question")
         still = {q.get("id")} if isinstance(q, dict) and not doc.get("done") else set()
         for qid in [i for i in dialogs if i not in still]:
-            dialogs.pop(qid).cancel()
+            keep_late(qid)
             told.add(qid)
             said = None if url else await asyncio.to_thread(_answer_of, chat, qid, spool)
             if said is None:
@@ -1437,7 +1465,8 @@ async def relay(chat, job, emit, call=None, *, every=1.0, spool=None, bin_dir=No
                 await flush_held()
                 held["at"] = loop.time()
                 q = ev.question
-                drop_dialogs()  # a run asks one question at a time
+                for qid in list(dialogs):  # a run asks one question at a time
+                    keep_late(qid)
                 if call is not None:
                     how = "in the dialog"
                     yn = _yes_no(q.options)
@@ -1459,9 +1488,10 @@ async def relay(chat, job, emit, call=None, *, every=1.0, spool=None, bin_dir=No
                 # Only this question's dialog: spoold may relay an answer
                 # after the run asked its next question.
                 if qid and qid in dialogs:
-                    dialogs.pop(qid).cancel()
+                    keep_late(qid)
                 elif not qid:
-                    drop_dialogs()
+                    for i in list(dialogs):
+                        keep_late(i)
                 if qid and qid in told:
                     continue
                 told.add(qid)
