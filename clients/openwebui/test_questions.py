@@ -57,6 +57,26 @@ class QuestionsTest(SpoolCase):
         st = call.emitter.statuses()
         self.assertTrue(st and st[-1]["done"], st)
         self.assertFalse(any(s["done"] for s in st[:-1]), st)
+        self.assert_routes_visible(call)
+
+    def assert_routes_visible(self, call):
+        """Issue 32, 6: every status as Open WebUI draws it (one line, cut
+        at 80 characters) says what matters in it, and where to answer an
+        open question is whole somewhere the person can read it: the
+        quoted line, and the page's address when there is a page. Every
+        test checks it (assert_last_done)."""
+        for t in call.emitter.texts():
+            self.assertLess(len(t), 200, t)
+        drawn = call.emitter.drawn()
+        asked = [t for t in drawn if t.startswith("Waiting for your answer: ")]
+        if not asked:
+            return
+        shown = call.emitter.shown()
+        self.assertTrue(any(re.search(r"spool answer --chat \S+ --question \S+ TEXT", x) for x in shown),
+                        "the answer line is nowhere whole: %s" % shown)
+        if self.tool.valves.page_url:
+            self.assertTrue(any(re.search(r"http://\S+/#chat=\S+", x) for x in shown),
+                            "the page's address is nowhere whole: %s" % shown)
 
     def job_of(self, call):
         for t in call.emitter.texts():
@@ -98,24 +118,33 @@ class QuestionsTest(SpoolCase):
         return r.status, body
 
     def question_status(self, call):
-        return next(t for t in call.emitter.texts() if t.startswith("Question: "))
+        return next(t for t in call.emitter.drawn() if t.startswith("Waiting for your answer: "))
 
     # Done when: a question whose dialog never returns is answered from
     # the page, and the job continues within a second of the answer. The
-    # question's status says where else to answer at once: the page's
-    # address for this chat (without the token) and the quoted line.
+    # question's status is one line; a source under the message says where
+    # else to answer at once: the page's address for this chat (without
+    # the token) and the quoted line.
     def test_never_returning_dialog_answered_from_the_page(self):
         self.agent('a=$(spool ask --options yes,no "Deploy now?") || exit 9; spool say "deploy: $a"')
 
         async def go():
             tab = Tab("other")  # another chat on screen: the call never returns
             call = self.owui.call(self.tool.vm_agent, "deploy", chat="chat-page", tab=tab)
-            await call.until(lambda t: any(x.startswith("Question: ") for x in t), "the question's status")
-            q = self.question_status(call)
-            for want in ("Deploy now?", "Cancel answers no", "/#chat=chat-page",
-                         "spool answer --chat chat-page --question q"):
-                self.assertIn(want, q)
-            self.assertNotIn("token", q)
+            await call.until(lambda t: any(x.startswith("Waiting for your answer: ") for x in t),
+                             "the question's status")
+            self.assertEqual(self.question_status(call), "Waiting for your answer: Deploy now? [yes/no]")
+            # Where to answer, under the message, whole: the page for this
+            # chat (without the token) and the quoted line.
+            (name, docs), = call.emitter.sources()
+            self.assertEqual(name, "Where to answer: Deploy now? [yes/no]")
+            for want in ("/#chat=chat-page", "`spool answer --chat chat-page --question q"):
+                self.assertIn(want, docs[0])
+            self.assertNotIn("token", docs[0])
+            end = time.monotonic() + 10
+            while not tab.calls and time.monotonic() < end:
+                await asyncio.sleep(0.02)
+            self.assertIn("Cancel answers no", tab.calls[0]["data"]["message"])
             prog = json.loads(read(os.path.join(self.spool, "progress", "chat-page")))
             status, body = await asyncio.to_thread(self.page_answer, "chat-page", prog["question"]["id"], "yes")
             self.assertEqual(status, 200, body)
@@ -219,6 +248,67 @@ class QuestionsTest(SpoolCase):
         self.assertIn("already answered: %s" % won, body)
         self.assert_last_done(call)
 
+    # Issue 32, 1: a status is drawn on one line. A 4,000-character
+    # question gives statuses under 200 characters, whose first 80 say
+    # that the run waits for the person, and the question's start, cut
+    # with "…"; the dialog and the page show it whole; where to answer is
+    # whole under the message.
+    def test_long_question_in_one_line(self):
+        chat = "chat-long"
+        self.agent('q="Deploy $(head -c 3980 /dev/zero | tr "\\0" w) END?"; '
+                   'a=$(spool ask "$q") || exit 9; spool say "got: $a"')
+        self.tool.valves.status_every = 0
+
+        async def go():
+            tab = Tab()
+            call = self.owui.call(self.tool.vm_agent, "long", chat=chat, tab=tab)
+            d = await tab.dialog()
+            self.assertTrue(d.message.startswith("Deploy www"), d.message[:100])
+            self.assertIn("w END?", d.message)
+            self.assertGreater(len(d.message), 3990)
+            doc = json.loads(read(os.path.join(self.spool, "progress", chat)))
+            self.assertTrue(doc["question"]["text"].endswith("w END?"))
+            d.type("yes")
+            return await call.result(), call
+
+        out, call = run(go())
+        self.assertIn("got: yes", out)
+        for t in call.emitter.texts():
+            self.assertLess(len(t), 200, t)
+        q = self.question_status(call)
+        self.assertTrue(q.startswith("Waiting for your answer: Deploy www"), q)
+        self.assertTrue(q.endswith("…"), q)
+        self.assertLessEqual(len(q), 80)
+        for name, _ in call.emitter.sources():
+            self.assertLessEqual(len(name), 80, name)
+        self.assert_last_done(call)
+
+    # Issue 32, 6: the harness draws a status as Open WebUI does, and a
+    # test whose answer route shows only past the cut fails: a question's
+    # status as the tools wrote it before (the routes at about character
+    # 70 and 175, on one line) is caught.
+    def test_harness_fails_a_route_past_the_cut(self):
+        from _openwebui import Emitter, drawn
+
+        class Shown:
+            emitter = Emitter()
+
+        old = ("Question: Deploy now? [yes/no]. Answer it in the dialog (Cancel answers no), or on the live "
+               "page http://127.0.0.1:8377/#chat=c1, or on the host with `spool answer --chat c1 --question q1 "
+               "TEXT`. Closing the dialog leaves it open.")
+        self.assertEqual(drawn(old), old[:79] + "…")
+        self.assertEqual(drawn("a\nb   c"), "a b c")
+        for desc in ("Waiting for your answer: Deploy now? [yes/no]", "Waiting for your answer: " + old):
+            Shown.emitter.events = [{"type": "status", "data": {"description": desc, "done": True}}]
+            with self.assertRaises(AssertionError):
+                self.assert_routes_visible(Shown)
+        # The same words under the message, whole: seen.
+        Shown.emitter.events = [{"type": "status", "data": {"description": "Waiting for your answer: Deploy now?",
+                                                            "done": True}}]
+        Shown.emitter.events.append({"type": "source", "data": {
+            "source": {"name": "Where to answer", "id": "x"}, "document": [old], "metadata": [{"source": "x"}]}})
+        self.assert_routes_visible(Shown)
+
     # Done when: ... and from the CLI. Here the person pressed Escape:
     # the dialog closed and sent nothing; the status had said that this
     # leaves the question open, and the tool stops waiting on the dialog
@@ -232,7 +322,7 @@ class QuestionsTest(SpoolCase):
             d = await tab.dialog()
             self.assertEqual(d.kind, "input")
             d.escape()
-            self.assertIn("Closing the dialog leaves it open", self.question_status(call))
+            self.assertIn("closing it leaves the question open", call.emitter.sources()[0][1][0])
             p = await asyncio.to_thread(self.cli_answer, "chat-cli", "main")
             self.assertEqual(p.returncode, 0, p.stderr)
             out = await call.result()
@@ -323,10 +413,10 @@ class QuestionsTest(SpoolCase):
             tab = Tab("closed")
             call = self.owui.call(self.tool.vm_agent, "go", chat="chat-closed", tab=tab)
             await call.until(lambda t: any("Client session disconnected" in x for x in t), "the dialog's failure")
-            said = [t for t in call.emitter.texts() if "Client session disconnected" in t][0]
-            self.assertIn("still open", said)
-            self.assertIn("#chat=chat-closed", said)
-            self.assertIn("spool answer --chat chat-closed --question", said)
+            said = [t for t in call.emitter.drawn() if "Still waiting" in t][0]
+            self.assertEqual(said, "Still waiting for your answer (no dialog): Go on? [yes/no] (Client session disc…")
+            self.assertTrue(call.emitter.visible("#chat=chat-closed"))
+            self.assertTrue(call.emitter.visible("spool answer --chat chat-closed --question"))
             p = await asyncio.to_thread(self.cli_answer, "chat-closed", "yes")
             self.assertEqual(p.returncode, 0, p.stderr)
             return await call.result(), call
@@ -366,7 +456,7 @@ class QuestionsTest(SpoolCase):
                 async def go():
                     tab = Tab(timeout=0.2, timeout_style=style)
                     call = self.owui.call(self.tool.vm_agent, "x", chat=chat, tab=tab)
-                    await call.until(lambda t: any("still open" in x for x in t), "the timeout's status")
+                    await call.until(lambda t: any("Still waiting" in x for x in t), "the timeout's status")
                     p = await asyncio.to_thread(self.cli_answer, chat, "vm1")
                     self.assertEqual(p.returncode, 0, p.stderr)
                     return await call.result(), call
@@ -418,14 +508,14 @@ class QuestionsTest(SpoolCase):
                             self.assertIn("Ship %s?" % task, d.message)
                             (d.ok if reply == "yes" else d.cancel)()
                         else:
-                            await c.until(lambda t: any("still open" in x for x in t), "the API call's question")
+                            await c.until(lambda t: any("Still waiting" in x for x in t), "the API call's question")
                             p = await asyncio.to_thread(self.cli_answer, chat_of(c), reply)
                             self.assertEqual(p.returncode, 0, p.stderr)
                         outs.append((await c.result(), c))
                     return outs
 
                 def chat_of(c):
-                    line = [t for t in c.emitter.texts() if "spool answer --chat " in t][0]
+                    line = [t for t in c.emitter.shown() if "spool answer --chat " in t][0]
                     return line.split("spool answer --chat ", 1)[1].split()[0]
 
                 (out1, c1), (out2, c2) = run(story())
