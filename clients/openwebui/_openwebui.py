@@ -190,6 +190,20 @@ class Dialog:
         """Escape closes the dialog and sends nothing: the call never returns."""
         self.escaped = True
 
+    def backdrop(self):
+        """A click on the dark backdrop around the dialog (ConfirmDialog's
+        onmousedown) closes it as Escape does: nothing is sent, ever."""
+        self.escaped = True
+
+    def enter(self):
+        """Enter confirms (ConfirmDialog's keydown): a confirmation sends
+        True; an input sends its text as it stands, even when empty (the
+        value it was opened with, when nothing was typed)."""
+        if self.kind == "confirmation":
+            self._answer(True)
+        else:
+            self._answer(self.data.get("value") or "")
+
 
 class Tab:
     """The browser tab whose socket a tool's __event_call__ reaches.

@@ -309,6 +309,41 @@ class QuestionsTest(SpoolCase):
             "source": {"name": "Where to answer", "id": "x"}, "document": [old], "metadata": [{"source": "x"}]}})
         self.assert_routes_visible(Shown)
 
+    # Issue 32, 5: the dialog as it behaves. A click on its backdrop
+    # closes it and sends nothing, as Escape does: the question stays open
+    # and is answered elsewhere. Enter confirms: a confirmation's OK; an
+    # input's text even when empty, which a question that needs a word
+    # refuses, so it is asked again, saying why.
+    def test_backdrop_and_enter(self):
+        self.agent('a=$(spool ask "Which tag?") || exit 9; b=$(spool ask --options yes,no "Push $a?") || exit 9; '
+                   'c=$(spool ask "Note?") || exit 9; spool say "tag $a push $b note $c"')
+
+        async def go():
+            tab = Tab()
+            call = self.owui.call(self.tool.vm_agent, "tag", chat="chat-keys", tab=tab)
+            d1 = await tab.dialog(1)
+            d1.enter()  # nothing typed: an empty answer, refused, asked again
+            d2 = await tab.dialog(2)
+            self.assertEqual(d2.kind, "input")
+            self.assertIn("Which tag?", d2.message)
+            self.assertIn("Not taken: an empty answer is not taken", d2.message)
+            d2.type("v2")
+            d3 = await tab.dialog(3)
+            self.assertEqual(d3.kind, "confirmation")
+            d3.enter()  # OK: yes
+            d4 = await tab.dialog(4)
+            d4.backdrop()  # closed, nothing sent: the question stays open
+            await asyncio.sleep(0.3)
+            self.assertIn("Note", json.loads(read(os.path.join(self.spool, "progress", "chat-keys")))["question"]["text"])
+            p = await asyncio.to_thread(self.cli_answer, "chat-keys", "from the shell")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            return await call.result(), call, d4
+
+        out, call, d4 = run(go())
+        self.assertIn("tag v2 push yes note from the shell", out)
+        self.assertTrue(d4.gone)
+        self.assert_last_done(call)
+
     # Done when: ... and from the CLI. Here the person pressed Escape:
     # the dialog closed and sent nothing; the status had said that this
     # leaves the question open, and the tool stops waiting on the dialog
