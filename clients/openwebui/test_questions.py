@@ -440,7 +440,8 @@ class QuestionsTest(SpoolCase):
         self.assert_last_done(call)
 
     # The tab closed before the dialog: the call returns the error at once,
-    # and the status says where else to answer.
+    # and the status says the question is still open; the source under the
+    # message says where else to answer.
     def test_tab_closed_before_the_dialog(self):
         self.agent('a=$(spool ask --options yes,no "Go on?") || exit 9; spool say "go: $a"')
 
