@@ -153,7 +153,8 @@ class Dialog:
 
     @property
     def message(self):
-        return self.data.get("message", "")
+        """What the person reads: the dialog's title, then its message."""
+        return self.data.get("title", "") + "\n\n" + self.data.get("message", "")
 
     @property
     def select(self):

@@ -1331,6 +1331,68 @@ def _not_taken(err):
     return _fits("Dialog answer not taken: ", msg.split(": ", 1)[-1])
 
 
+# The most of a question a dialog's title shows: Open WebUI draws the
+# title whole, wrapped, above the buttons; a longer one would push them
+# off the screen. The live page shows any question whole.
+DIALOG_TITLE_MAX = 1000
+
+
+def dialog_event(q, note="", long_hint=True):
+    """The __event_call__ that asks q: a confirmation for a yes/no
+    question (OK answers yes, Cancel no), else an input (with a select
+    list where there are options).
+
+    The run's text (the question, its options) goes only where every
+    Open WebUI draws text as text: the dialog's title (and a select
+    list's options, and the input's placeholder). Its message is drawn as
+    plain text by some versions and as markdown by others (marked, then
+    DOMPurify, which keeps images and links): a question's
+    `<img src=...>` or `![x](https://...)` there would become an element
+    that the person's browser fetches, and no one text reads the same
+    both ways. So the message holds only the relay's own words. note is
+    why the last answer was not taken, in those words (_refused)."""
+    yn = _yes_no(q.options)
+    title = question_line(q) if not (q.options and not yn) else q.text + " (" + " / ".join(q.options) + ")"
+    cut = len(title) > DIALOG_TITLE_MAX
+    if cut:
+        title = title[:DIALOG_TITLE_MAX - 1] + "…"
+    words = ["The run asks the question above."]
+    if cut:
+        words.append("It is cut here: read it whole on the live page%s." %
+                     (" (its address is under the message)" if long_hint else ""))
+    if yn:
+        words.append("OK answers %s; Cancel answers %s." % (yn[0].strip(), yn[1].strip()))
+    elif q.options:
+        words.append("Choose one of its options.")
+    else:
+        words.append("Type your answer.")
+    if q.allow_empty:
+        words.append("An empty answer is an answer here.")
+    msg = " ".join(words) + note
+    if yn:
+        return {"type": "confirmation", "data": {"title": title, "message": msg}}
+    data = {"title": title, "message": msg, "placeholder": q.options[0] if q.options else "", "value": ""}
+    if q.options:
+        # A select list in Open WebUI 0.10+; an older one shows a text
+        # field, whose answer spool answer checks against the options.
+        data["input"] = {"type": "select", "options": list(q.options)}
+    return {"type": "input", "data": data}
+
+
+def _refused(msg):
+    """Why spool answer refused an answer, in the relay's own words (a
+    dialog's message holds no run text: dialog_event)."""
+    if "an empty answer is not taken" in msg:
+        why = "an empty answer is not taken (this question needs one)"
+    elif "is not one of its options" in msg:
+        why = "that is not one of its options"
+    elif "more than the" in msg:
+        why = "the answer is too long"
+    else:
+        why = "it does not answer the question"
+    return "\n\nNot taken: %s." % why
+
+
 # How many times a dialog asks again for an answer it could not take.
 _ASK_AGAIN = 5
 
@@ -1419,24 +1481,11 @@ async def relay(chat, job, emit, call=None, *, every=1.0, spool=None, bin_dir=No
             return
         for _ in range(_ASK_AGAIN):
             try:
+                ev = dialog_event(q, note, long_hint=bool(page))
+                r = await call(ev)
                 if yn:
-                    msg = "%s\n\nOK answers %s; Cancel answers %s.%s" % (q.text, yn[0], yn[1], note)
-                    r = await call({"type": "confirmation", "data": {"title": title, "message": msg}})
                     reply = yn[0] if r is True else yn[1] if r is False else None
                 else:
-                    msg = q.text
-                    if q.options:
-                        msg += "\n\n(" + " / ".join(q.options) + ")"
-                    if q.allow_empty:
-                        msg += "\n\nAn empty answer is an answer here."
-                    data = {"title": title, "message": msg + note,
-                            "placeholder": q.options[0] if q.options else "", "value": ""}
-                    if q.options:
-                        # A select list in Open WebUI 0.10+; an older one
-                        # shows a text field, whose answer spool answer
-                        # checks against the options.
-                        data["input"] = {"type": "select", "options": list(q.options)}
-                    r = await call({"type": "input", "data": data})
                     reply = r if isinstance(r, str) else None
                 if reply is None:
                     if isinstance(r, dict) and r.get("error"):
@@ -1457,7 +1506,7 @@ async def relay(chat, job, emit, call=None, *, every=1.0, spool=None, bin_dir=No
             except BadAnswer as e:
                 if q.id in told:
                     return  # answered elsewhere meanwhile: its status said with what
-                note = "\n\nNot taken: %s" % str(e).split("not an answer to the question: ", 1)[-1]
+                note = _refused(str(e))
                 continue
             except NoQuestion as e:
                 # The loser of a race (the page, the shell, another
