@@ -1312,15 +1312,6 @@ def _source(sid, name, doc):
                                        "metadata": [{"source": sid, "name": name}]}}
 
 
-def elsewhere(chat, q, page=None):
-    """Where else the person answers q, in words: the page, and the line."""
-    where = page_of(page, chat)
-    line = "`%s`" % answer_hint(chat, q)
-    if where:
-        return "on the live page %s, or on the host with %s" % (where, line)
-    return "on the host with %s" % line
-
-
 def _not_taken(err):
     """The status of a dialog's answer that spool answer refused as no
     longer wanted: "already answered: TEXT" when another answer won."""
@@ -1398,7 +1389,7 @@ _ASK_AGAIN = 5
 
 
 async def relay(chat, job, emit, call=None, *, every=1.0, spool=None, bin_dir=None, url=None, token=None,
-                timeout=None, keep=5, title="The run asks", page=None, start_wait=None):
+                timeout=None, keep=5, title=None, page=None, start_wait=None):
     """Relay chat's run (job) into an Open WebUI chat until it ends, and
     return its outcome: {"job", "state", "exit", "error", "statuses"} (the
     last `keep` statuses). state is "none" when start_wait (seconds) passed
@@ -1429,6 +1420,9 @@ async def relay(chat, job, emit, call=None, *, every=1.0, spool=None, bin_dir=No
     tool, a status and a source say the question was answered and with
     what; the dialog, which stays on the person's screen, is listened to
     until the run ends, and an answer given in it late is told what won.
+
+    title is accepted for callers of an older relay and not used: a
+    dialog's title is its question (dialog_event).
 
     Cancelled (Open WebUI's stop button), it re-raises at once without a
     last status: the caller decides what the stop means (vm_agent asks for
