@@ -50,6 +50,8 @@ test: fmt-check vet build
 test-deps:
 	@missing=; \
 	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
+	[ -f /usr/share/javascript/marked/marked.min.js ] || missing="$$missing libjs-marked"; \
+	[ -f /usr/share/nodejs/dompurify/dist/purify.min.js ] || missing="$$missing node-dompurify"; \
 	python3 -c 'import pydantic' 2>/dev/null || /usr/bin/python3 -c 'import pydantic' 2>/dev/null || missing="$$missing python3-pydantic"; \
 	python3 -c 'import uvloop' 2>/dev/null || /usr/bin/python3 -c 'import uvloop' 2>/dev/null || missing="$$missing python3-uvloop"; \
 	command -v logrotate >/dev/null || [ -x /usr/sbin/logrotate ] || missing="$$missing logrotate"; \

@@ -128,7 +128,10 @@ func CheckAnswer(q *Question, text string) (string, error) {
 // open; qid, when given, must name it (a person answers what they read);
 // the text must answer it (CheckAnswer); and the first answer wins: an
 // answer.json that answers this question of this run already is kept, and
-// this one refused (ErrAnswered). It returns the answer written.
+// this one refused (ErrAnswered, "already answered: TEXT", before the
+// text is judged: the loser of a race is told what won), while the
+// question is open, once the run took the answer and closed it, and after
+// the run ended (answeredBefore). It returns the answer written.
 //
 // Two answerers on one host are kept apart by a lock on the chat's
 // directory, held from the read of answer.json to the write of the new
@@ -155,13 +158,15 @@ func (s *Spool) AnswerQuestion(chat, qid, text string) (*Answer, error) {
 	q := p.Question
 	switch {
 	case q == nil || p.Done:
+		if err := s.answeredBefore(chat, qid, p); err != nil {
+			return nil, err
+		}
 		return nil, fmt.Errorf("chat %s: %w (job %s is %s)", chat, ErrNoQuestion, p.Job, p.State)
 	case qid != "" && q.ID != qid:
+		if err := s.answeredBefore(chat, qid, p); err != nil {
+			return nil, err
+		}
 		return nil, &answerError{fmt.Sprintf("chat %s: question %s is not open (the open one is %s: %s)", chat, qid, q.ID, flat(q.Text)), ErrNoQuestion}
-	}
-	text, err = CheckAnswer(q, text)
-	if err != nil {
-		return nil, fmt.Errorf("chat %s: question %s: %w", chat, q.ID, err)
 	}
 	if err := s.mkdir(ChatsDir); err != nil {
 		return nil, chatError(chat, "", s.plain(ChatsDir, true, err))
@@ -177,8 +182,14 @@ func (s *Spool) AnswerQuestion(chat, qid, text string) (*Answer, error) {
 	if err == nil {
 		var prev Answer
 		if json.Unmarshal(b, &prev) == nil && prev.Question == q.ID && (prev.Job == "" || prev.Job == p.Job) {
-			return nil, fmt.Errorf("chat %s: question %s: %w (%q)", chat, q.ID, ErrAnswered, clip(flat(prev.Answer), 80))
+			return nil, answeredError(chat, &prev)
 		}
+	}
+	// Checked after the answer already taken: the loser of a race is told
+	// what won, whatever it sent.
+	text, err = CheckAnswer(q, text)
+	if err != nil {
+		return nil, fmt.Errorf("chat %s: question %s: %w", chat, q.ID, err)
 	}
 	a := &Answer{Job: p.Job, Question: q.ID, Answer: text, At: Now()}
 	b, err = json.Marshal(a)
@@ -189,6 +200,44 @@ func (s *Spool) AnswerQuestion(chat, qid, text string) (*Answer, error) {
 		return nil, fmt.Errorf("chat %s: answer: %w", chat, err)
 	}
 	return a, nil
+}
+
+// answeredBefore returns ErrAnswered when no question is open to take an
+// answer (or not the one named) because the run took one already: the
+// run's answer event closes its question in progress/<chat> 10 to 50 ms
+// after the first answer is written, and a second answerer who comes then
+// (the loser of a race between the shell, the page and the dialog) must
+// be told what won, not that nothing was asked. chats/<chat>/answer.json
+// keeps the answer until the chat's next run is submitted, so this holds
+// while the run lives and after it ended. The answer counts when it is of
+// this run (its job) and of the question meant: qid when named, else the
+// question the document still shows (a run that ended while asking), else
+// the run's last answered question. Anything else is nil: no question is
+// open, and the caller says so.
+func (s *Spool) answeredBefore(chat, qid string, p *Progress) error {
+	prev, err := s.ReadAnswer(chat)
+	if err != nil || p.Job == "" || prev.Job != p.Job {
+		return nil
+	}
+	meant := qid
+	if meant == "" && p.Question != nil {
+		meant = p.Question.ID
+	}
+	if meant != "" && prev.Question != meant {
+		return nil
+	}
+	return answeredError(chat, prev)
+}
+
+// answeredError is ErrAnswered for the answer a: "chat C: question Q:
+// already answered: TEXT", the text on one line and cut past 200 bytes,
+// last, so that nothing after it is taken for part of it.
+func answeredError(chat string, a *Answer) error {
+	text := clip(flat(a.Answer), 200)
+	if text == "" {
+		text = "(an empty answer)"
+	}
+	return &answerError{fmt.Sprintf("chat %s: question %s: %v: %s", chat, a.Question, ErrAnswered, text), ErrAnswered}
 }
 
 // answerError is a refusal whose message says it all, and which still

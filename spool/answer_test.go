@@ -69,7 +69,7 @@ func TestAnswerQuestion(t *testing.T) {
 	if err != nil || a.Answer != "no" || a.Job != "j1" || a.Question != "q1" {
 		t.Fatalf("first answer: %+v, %v", a, err)
 	}
-	if _, err := s.AnswerQuestion("c", "", "yes"); !errors.Is(err, ErrAnswered) || !strings.Contains(err.Error(), `"no"`) {
+	if _, err := s.AnswerQuestion("c", "", "yes"); !errors.Is(err, ErrAnswered) || !strings.HasSuffix(err.Error(), "question q1: already answered: no") {
 		t.Errorf("a second answer to the same question: %v", err)
 	}
 	if got, _ := s.ReadAnswer("c"); got.Answer != "no" {
@@ -97,6 +97,61 @@ func TestAnswerQuestion(t *testing.T) {
 	}
 	if _, err := s.AnswerQuestion("c", "x $(y)", "x"); !errors.Is(err, ErrInvalidID) {
 		t.Errorf("a bad question id: %v", err)
+	}
+}
+
+// Once the run has taken the answer (its question closed in the progress
+// document, while it runs and after it ended), a second answer is still
+// told what won, not that nothing was asked; another run's answer, or an
+// answer to another question, is not this one's.
+func TestAnswerQuestionAfterTaken(t *testing.T) {
+	s := testSpool(t)
+	askedIn(t, s, "c", "j1", &Question{ID: "q1", Text: "Which?"})
+	if _, err := s.AnswerQuestion("c", "q1", "blue\nsky"); err != nil {
+		t.Fatal(err)
+	}
+	taken := &Progress{Job: "j1", Chat: "c", Seq: 2, State: Running}
+	if err := s.WriteProgress(taken); err != nil {
+		t.Fatal(err)
+	}
+	want := "chat c: question q1: already answered: blue sky"
+	for _, qid := range []string{"q1", ""} {
+		if _, err := s.AnswerQuestion("c", qid, "red"); !errors.Is(err, ErrAnswered) || err.Error() != want {
+			t.Errorf("running, question %q: %v", qid, err)
+		}
+	}
+	if _, err := s.AnswerQuestion("c", "q2", "red"); !errors.Is(err, ErrNoQuestion) || errors.Is(err, ErrAnswered) {
+		t.Errorf("a question never asked: %v", err)
+	}
+	// The run's next question is open: q1 named is still answered.
+	askedIn(t, s, "c", "j1", &Question{ID: "q2", Text: "Next?"})
+	if _, err := s.AnswerQuestion("c", "q1", "red"); !errors.Is(err, ErrAnswered) || err.Error() != want {
+		t.Errorf("an older question named while another is open: %v", err)
+	}
+	ended := &Progress{Job: "j1", Chat: "c", Seq: 3, State: Done, Done: true}
+	if err := s.WriteProgress(ended); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AnswerQuestion("c", "q1", "red"); !errors.Is(err, ErrAnswered) || err.Error() != want {
+		t.Errorf("after the run ended: %v", err)
+	}
+	other := &Progress{Job: "j2", Chat: "c", Seq: 1, State: Running}
+	if err := s.WriteProgress(other); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AnswerQuestion("c", "q1", "red"); !errors.Is(err, ErrNoQuestion) || errors.Is(err, ErrAnswered) {
+		t.Errorf("another run's answer: %v", err)
+	}
+	if got, _ := s.ReadAnswer("c"); got.Answer != "blue\nsky" {
+		t.Errorf("the first answer was replaced: %+v", got)
+	}
+	// An empty answer is said as one.
+	askedIn(t, s, "c", "j3", &Question{ID: "q1", Text: "Name?", AllowEmpty: true})
+	if _, err := s.AnswerQuestion("c", "q1", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AnswerQuestion("c", "q1", "x"); err == nil || !strings.HasSuffix(err.Error(), "already answered: (an empty answer)") {
+		t.Errorf("a second answer after an empty one: %v", err)
 	}
 }
 

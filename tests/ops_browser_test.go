@@ -531,3 +531,100 @@ func TestAttackCookieToOtherPort(t *testing.T) {
 		})
 	}
 }
+
+// Issue 32, 4: the page shows the outcome of its own answer, whatever
+// order the run's answer event and the request's reply come in. The run's
+// answer event removes the question's box 10 to 50 ms after an answer is
+// written, often before the page's request returns: the outcome is kept
+// outside it. A winner reads "taken"; a loser, whose click came in the
+// instant before another answer closed the question, reads "already
+// answered" and with what.
+func TestOpsLivePageAnswerOutcome(t *testing.T) {
+	chromium := opsChromium(t)
+	dir := newSpool(t)
+	opsStart(t, nil, "spoold", "--spool", dir)
+	_, page := opsServeWatchdPage(t, dir)
+	ctx := opsBrowser(t, chromium)
+	job := opsSubmit(t, dir, "oc", "sh", "-c", `sleep 4
+a=$(spool ask --options yes,no --timeout 60s 'First?') || exit 9
+b=$(spool ask --options yes,no --timeout 60s 'Second?') || exit 9
+spool say "got $a $b"; sleep 1`)
+	if err := chromedp.Do(ctx, chromedp.Navigate(page+"#chat=oc"), chromedp.WaitVisible("#conn")); err != nil {
+		t.Fatalf("loading %s: %v", page, err)
+	}
+	type outcome struct {
+		Ask     string `json:"ask"`
+		Result  string `json:"result"`
+		Text    string `json:"text"`
+		Visible bool   `json:"visible"`
+	}
+	const outcomeJS = `(() => {
+  const tr = document.querySelector('tr[data-chat="oc"]');
+  if (!tr) return null;
+  const o = tr.querySelector('.outcome');
+  const ask = tr.querySelector('.ask');
+  return { ask: ask.hidden ? "" : ask.textContent, result: o.dataset.result || "", text: o.textContent, visible: !o.hidden };
+})()`
+	read := func() *outcome {
+		o, err := chromedp.Run(ctx, chromedp.Evaluate[*outcome](outcomeJS))
+		if err != nil {
+			t.Fatalf("reading the page: %v", err)
+		}
+		return o
+	}
+	wait := func(what string, cond func(*outcome) bool) *outcome {
+		t.Helper()
+		var o *outcome
+		eventually(t, 30*time.Second, 20*time.Millisecond, what, func() bool {
+			o = read()
+			return o != nil && cond(o)
+		})
+		return o
+	}
+	click := `(() => { const b = [...document.querySelectorAll('tr[data-chat="oc"] .ask button.option')].find(b => b.textContent === %q); if (!b) return false; b.click(); return true; })()`
+
+	// The winner: the page's click. The question's box goes, the outcome stays.
+	wait("the first question", func(o *outcome) bool { return strings.Contains(o.Ask, "First?") })
+	if ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](sprintfJS(click, "yes"))); err != nil || !ok {
+		t.Fatalf("clicking yes: %v, %v", ok, err)
+	}
+	o := wait("the page's answer to be taken", func(o *outcome) bool { return o.Result == "ok" && !strings.Contains(o.Ask, "First?") })
+	if !o.Visible || !strings.Contains(o.Text, "your answer was taken: yes") {
+		t.Errorf("the winner's outcome: %+v", o)
+	}
+
+	// The loser: the person's click lands as the shell's answer wins. The
+	// button is held, the shell answers, and once the run's answer event
+	// took the box away the held button is clicked.
+	wait("the second question", func(o *outcome) bool { return strings.Contains(o.Ask, "Second?") })
+	if o := read(); o.Visible {
+		t.Errorf("the first question's outcome still shows with the second question: %+v", o)
+	}
+	hold := `(() => { window.held = [...document.querySelectorAll('tr[data-chat="oc"] .ask button.option')].find(b => b.textContent === "yes"); return !!window.held; })()`
+	if ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](hold)); err != nil || !ok {
+		t.Fatalf("holding the button: %v, %v", ok, err)
+	}
+	if out, err := exec.Command(bin("spool"), "--spool", dir, "answer", "--chat", "oc", "no").CombinedOutput(); err != nil {
+		t.Fatalf("spool answer: %v: %s", err, out)
+	}
+	wait("the shell's answer to close the question", func(o *outcome) bool { return o.Ask == "" })
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { window.held.click(); return true; })()`)); err != nil {
+		t.Fatal(err)
+	}
+	o = wait("the page to say its answer lost", func(o *outcome) bool { return o.Result == "refused" })
+	if !o.Visible || !strings.Contains(o.Text, "already answered: no") || !strings.Contains(o.Text, "(yes) was not taken") {
+		t.Errorf("the loser's outcome: %+v", o)
+	}
+	opsScreenshot(t, ctx, "live-page-answer-outcome.png")
+	s := openSpool(t, dir, 200)
+	opsWaitEnded(t, s, job, 30*time.Second)
+	if tail, err := s.LastEvents(job, 50); err == nil {
+		found := false
+		for _, ev := range tail.Events {
+			found = found || ev.Text == "got yes no"
+		}
+		if !found {
+			t.Errorf("the run did not take yes, then no: %+v", tail.Events)
+		}
+	}
+}

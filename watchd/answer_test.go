@@ -70,8 +70,21 @@ func TestServeAnswer(t *testing.T) {
 	if a, err := s.ReadAnswer("c"); err != nil || a.Answer != "yes" || a.Job != "j1" || a.Question != "q1" {
 		t.Errorf("answer.json: %+v, %v", a, err)
 	}
-	if code, body := post("c", `{"question":"q1","answer":"no"}`); code != 409 || !strings.Contains(body, "already answered") {
+	if code, body := post("c", `{"question":"q1","answer":"no"}`); code != 409 || !strings.Contains(body, "already answered: yes") {
 		t.Errorf("a second answer: %d %q", code, body)
+	}
+	// The run took the answer (its question closed): a late one is still
+	// told what won, while the run lives and after it ended.
+	for _, p := range []*spool.Progress{
+		{Job: "j1", Chat: "c", Seq: 2, State: spool.Running},
+		{Job: "j1", Chat: "c", Seq: 3, State: spool.Done, Done: true},
+	} {
+		if err := s.WriteProgress(p); err != nil {
+			t.Fatal(err)
+		}
+		if code, body := post("c", `{"question":"q1","answer":"no"}`); code != 409 || !strings.Contains(body, "question q1: already answered: yes") {
+			t.Errorf("a late answer, the run %s: %d %q", p.State, code, body)
+		}
 	}
 }
 

@@ -29,6 +29,7 @@ import inspect
 import os
 import secrets
 import time
+import urllib.parse
 
 try:
     import uvloop
@@ -70,6 +71,18 @@ class SocketTimeout(Exception):
     passes (0.10.x lets it reach the tool): not the builtin TimeoutError."""
 
 
+# What a person sees of a status: Open WebUI draws its description on one
+# line (StatusItem.svelte, line-clamp-1), white space collapsed as HTML
+# does, cut at the width a person has: about 80 characters.
+SEEN = 80
+
+
+def drawn(description):
+    """A status's description as Open WebUI shows it: one line, cut."""
+    t = " ".join(description.split())
+    return t if len(t) <= SEEN else t[:SEEN - 1] + "…"
+
+
 class Emitter:
     """__event_emitter__: records every event, as Open WebUI writes each to
     its database."""
@@ -82,6 +95,13 @@ class Emitter:
         if ev["type"] == "status":
             assert set(ev["data"]) >= {"description", "done"}, ev
             assert isinstance(ev["data"]["description"], str), ev
+        if ev["type"] in ("source", "citation"):
+            # Citations.svelte: each document is one entry's, grouped by
+            # its metadata's "source" (else the source's id).
+            d = ev["data"]
+            assert isinstance(d.get("source"), dict) and isinstance(d["source"].get("name"), str), ev
+            assert isinstance(d.get("document"), list) and all(isinstance(x, str) for x in d["document"]), ev
+            assert len(d.get("metadata", [])) == len(d["document"]), ev
         self.events.append(ev)
 
     def statuses(self):
@@ -89,6 +109,35 @@ class Emitter:
 
     def texts(self):
         return [s["description"] for s in self.statuses()]
+
+    def drawn(self):
+        """The statuses as the person sees them: one line each, cut."""
+        return [drawn(t) for t in self.texts()]
+
+    def sources(self):
+        """The entries under the message: [(name, [documents])], grouped
+        by id as Open WebUI groups them."""
+        out = {}
+        for e in self.events:
+            if e["type"] not in ("source", "citation"):
+                continue
+            d = e["data"]
+            for i, doc in enumerate(d["document"]):
+                meta = d["metadata"][i] if i < len(d.get("metadata", [])) else {}
+                sid = (meta or {}).get("source") or d["source"].get("id") or "N/A"
+                name = urllib.parse.unquote(d["source"]["name"])
+                out.setdefault(sid, (name, []))[1].append(doc)
+        return list(out.values())
+
+    def shown(self):
+        """Everything the person can read whole in the chat: the statuses
+        as drawn, and the documents of the entries under the message (a
+        click shows one whole)."""
+        return self.drawn() + [doc for _, docs in self.sources() for doc in docs]
+
+    def visible(self, text):
+        """Whether text can be read whole somewhere in the chat."""
+        return any(text in x for x in self.shown())
 
 
 class Dialog:
@@ -104,7 +153,8 @@ class Dialog:
 
     @property
     def message(self):
-        return self.data.get("message", "")
+        """What the person reads: the dialog's title, then its message."""
+        return self.data.get("title", "") + "\n\n" + self.data.get("message", "")
 
     @property
     def select(self):
@@ -140,6 +190,20 @@ class Dialog:
     def escape(self):
         """Escape closes the dialog and sends nothing: the call never returns."""
         self.escaped = True
+
+    def backdrop(self):
+        """A click on the dark backdrop around the dialog (ConfirmDialog's
+        onmousedown) closes it as Escape does: nothing is sent, ever."""
+        self.escaped = True
+
+    def enter(self):
+        """Enter confirms (ConfirmDialog's keydown): a confirmation sends
+        True; an input sends its text as it stands, even when empty (the
+        value it was opened with, when nothing was typed)."""
+        if self.kind == "confirmation":
+            self._answer(True)
+        else:
+            self._answer(self.data.get("value") or "")
 
 
 class Tab:

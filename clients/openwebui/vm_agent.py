@@ -50,7 +50,7 @@ class Tools:
         status_every: float = Field(default=1.0, description="At most one status per this many seconds (the newest wins).")
         commit_tool: str = Field(default="git_commit", description="The host-side commit tool the agent is sent to when the gate refuses a git write: every refusal names it, the gate's own text included (it goes to the job as VMSPOOL_COMMIT_TOOL). A tool's name: a letter or _, then letters, digits, _ . -.")
         watch_url: str = Field(default="", description="Read progress from watchd serve instead of running watchd follow: its unix socket, unix:/var/spool/vm/watchd/serve.sock (no token: the socket's mode decides), or the http address it printed, http://127.0.0.1:8377/?token=T (without ?token= the token is read from spool_dir's watchd/token, or $WATCHD_TOKEN).")
-        page_url: str = Field(default="", description="The live page of watchd serve as people open it (http://127.0.0.1:8377/, or a proxy's https address): a question's status names <page_url>#chat=<chat>, where the person answers when the dialog is gone. Empty: the status names only the spool answer line.")
+        page_url: str = Field(default="", description="The live page of watchd serve as people open it (http://127.0.0.1:8377/, or a proxy's https address): a question's source under the message names <page_url>#chat=<chat>, where the person answers when the dialog is gone. Empty: it names only the spool answer line.")
 
     def __init__(self):
         self.valves = self.Valves()
@@ -107,7 +107,7 @@ class Tools:
             cur = None
         if cur and not cur.get("done") and cur.get("question") and vs.valid_id(cur.get("job") or ""):
             waiting = cur["job"]
-            await emit({"type": "status", "data": {"description": "This chat's run %s is waiting for an answer: asking again" % waiting, "done": False, "hidden": False}})
+            await emit({"type": "status", "data": {"description": "The run waits for your answer: asking again (run %s)" % waiting, "done": False, "hidden": False}})
             out = await _relay(vs, chat, waiting, emit, __event_call__, v, done, follow)
             if isinstance(out, str):
                 return out

@@ -48,7 +48,7 @@ class Tools:
         watch_url: str = Field(default="", description="Read progress from watchd serve instead of running watchd follow: its unix socket, unix:/var/spool/vm/watchd/serve.sock (no token: the socket's mode decides), or the http address it printed, http://127.0.0.1:8377/?token=T (without ?token= the token is read from spool_dir's watchd/token, or $WATCHD_TOKEN).")
         timeout: float = Field(default=0, description="Stop following after this many seconds (0: until the run ends).")
         wait_for_run: float = Field(default=15.0, description="With no run going in the chat, wait this many seconds for one to show, then say that nothing is running and return (more than 5: a quiet run shows itself every 5 s).")
-        page_url: str = Field(default="", description="The live page of watchd serve as people open it (http://127.0.0.1:8377/, or a proxy's https address): a question's status names <page_url>#chat=<chat>, where the person answers when the dialog is gone.")
+        page_url: str = Field(default="", description="The live page of watchd serve as people open it (http://127.0.0.1:8377/, or a proxy's https address): a question's source under the message names <page_url>#chat=<chat>, where the person answers when the dialog is gone.")
 
     def __init__(self):
         self.valves = self.Valves()

@@ -1234,13 +1234,154 @@ def page_of(page, chat):
     return urllib.parse.urlunsplit((u.scheme, u.netloc, u.path or "/", query, "chat=" + chat))
 
 
-def elsewhere(chat, q, page=None):
-    """Where else the person answers q, in words: the page, and the line."""
+# What a person sees of a status: Open WebUI draws it on one line
+# (line-clamp-1), at a normal width its first 60 to 80 characters. Every
+# status the relay writes says what matters in its first STATUS_SEEN
+# characters, and none is longer than STATUS_MAX (each is written to Open
+# WebUI's database, and the rest is never seen).
+STATUS_SEEN = 80
+STATUS_MAX = 180
+
+
+def one_line(text, width):
+    """text on one line (its runs of white space, newlines too, one space),
+    cut to at most width characters, the cut marked with "…"."""
+    t = " ".join(str(text).split())
+    return t if len(t) <= width else t[:max(width - 1, 0)] + "…"
+
+
+def _fits(head, text, width=STATUS_SEEN):
+    """head, then text cut so that the whole is at most width characters
+    (text keeps at least 20 of them)."""
+    return head + one_line(text, max(width - len(head), 20))
+
+
+def question_line(q):
+    """The question on one line, its options after it: what a status says."""
+    return q.text + (" [%s]" % "/".join(q.options) if q.options else "")
+
+
+def _fence(text):
+    """A markdown code fence longer than any run of backquotes in text."""
+    run = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, run + 1)
+
+
+def where_source(chat, q, page=None, dialog=True):
+    """The source event (Open WebUI's citation) that keeps where to answer
+    q under the message, whole, while the question is open: a status is
+    one line, a notification goes after seconds, and what the tool returns
+    comes only at the run's end. Its name is what the list of sources
+    shows (one line); its document, shown whole on a click, names every
+    place. Open WebUI draws the document as markdown: it holds the page's
+    address (the page_url valve, an operator's) and the quoted line in a
+    code span, never the run's text (the question is in the name, drawn
+    as text)."""
+    sid = "vmspool:%s:%s" % (chat, q.id)
+    name = _fits("Where to answer: ", question_line(q))
+    lines = ["The run in this chat waits for your answer to its question %s. "
+             "Answer it in any one of these places; the first answer wins, "
+             "and each other is told what won." % q.id, ""]
+    if dialog:
+        lines.append("- In the dialog, while it is on screen (closing it leaves the question open).")
     where = page_of(page, chat)
-    line = "`%s`" % answer_hint(chat, q)
     if where:
-        return "on the live page %s, or on the host with %s" % (where, line)
-    return "on the host with %s" % line
+        lines.append("- On the live page: %s" % where)
+    line = answer_hint(chat, q)
+    lines.append("- On the host: %s%s%s" % ("`", line, "`"))
+    return _source(sid, name, "\n".join(lines))
+
+
+def answered_source(chat, qid, said):
+    """The source event that says, under the message, that question qid
+    was answered and with what (in a code block: the answer is drawn
+    as it was given)."""
+    sid = "vmspool:%s:%s:answered" % (chat, qid)
+    text = said if said != "" else "(an empty answer)"
+    name = _fits("Answered: ", text)
+    fence = _fence(text)
+    doc = "The run's question %s was answered:\n\n%s\n%s\n%s" % (qid, fence, text, fence)
+    return _source(sid, name, doc)
+
+
+def _source(sid, name, doc):
+    # Open WebUI's list of sources shows the name through
+    # decodeURIComponent: a "%" is written as "%25" to read as itself.
+    name = name.replace("%", "%25")
+    return {"type": "source", "data": {"source": {"name": name, "id": sid}, "document": [doc],
+                                       "metadata": [{"source": sid, "name": name}]}}
+
+
+def _not_taken(err):
+    """The status of a dialog's answer that spool answer refused as no
+    longer wanted: "already answered: TEXT" when another answer won."""
+    msg = str(err)
+    i = msg.find("already answered: ")
+    if i >= 0:
+        return _fits("Dialog answer not taken: ", msg[i:])
+    return _fits("Dialog answer not taken: ", msg.split(": ", 1)[-1])
+
+
+# The most of a question a dialog's title shows: Open WebUI draws the
+# title whole, wrapped, above the buttons; a longer one would push them
+# off the screen. The live page shows any question whole.
+DIALOG_TITLE_MAX = 1000
+
+
+def dialog_event(q, note="", long_hint=True):
+    """The __event_call__ that asks q: a confirmation for a yes/no
+    question (OK answers yes, Cancel no), else an input (with a select
+    list where there are options).
+
+    The run's text (the question, its options) goes only where every
+    Open WebUI draws text as text: the dialog's title (and a select
+    list's options, and the input's placeholder). Its message is drawn as
+    plain text by some versions and as markdown by others (marked, then
+    DOMPurify, which keeps images and links): a question's
+    `<img src=...>` or `![x](https://...)` there would become an element
+    that the person's browser fetches, and no one text reads the same
+    both ways. So the message holds only the relay's own words. note is
+    why the last answer was not taken, in those words (_refused)."""
+    yn = _yes_no(q.options)
+    title = question_line(q) if not (q.options and not yn) else q.text + " (" + " / ".join(q.options) + ")"
+    cut = len(title) > DIALOG_TITLE_MAX
+    if cut:
+        title = title[:DIALOG_TITLE_MAX - 1] + "…"
+    words = ["The run asks the question above."]
+    if cut:
+        words.append("It is cut here: read it whole on the live page%s." %
+                     (" (its address is under the message)" if long_hint else ""))
+    if yn:
+        words.append("OK answers %s; Cancel answers %s." % (yn[0].strip(), yn[1].strip()))
+    elif q.options:
+        words.append("Choose one of its options.")
+    else:
+        words.append("Type your answer.")
+    if q.allow_empty:
+        words.append("An empty answer is an answer here.")
+    msg = " ".join(words) + note
+    if yn:
+        return {"type": "confirmation", "data": {"title": title, "message": msg}}
+    data = {"title": title, "message": msg, "placeholder": q.options[0] if q.options else "", "value": ""}
+    if q.options:
+        # A select list in Open WebUI 0.10+; an older one shows a text
+        # field, whose answer spool answer checks against the options.
+        data["input"] = {"type": "select", "options": list(q.options)}
+    return {"type": "input", "data": data}
+
+
+def _refused(msg):
+    """Why spool answer refused an answer, in the relay's own words (a
+    dialog's message holds no run text: dialog_event)."""
+    if "an empty answer is not taken" in msg:
+        why = "an empty answer is not taken (this question needs one)"
+    elif "is not one of its options" in msg:
+        why = "that is not one of its options"
+    elif "more than the" in msg:
+        why = "the answer is too long"
+    else:
+        why = "it does not answer the question"
+    return "\n\nNot taken: %s." % why
 
 
 # How many times a dialog asks again for an answer it could not take.
@@ -1248,7 +1389,7 @@ _ASK_AGAIN = 5
 
 
 async def relay(chat, job, emit, call=None, *, every=1.0, spool=None, bin_dir=None, url=None, token=None,
-                timeout=None, keep=5, title="The run asks", page=None, start_wait=None):
+                timeout=None, keep=5, title=None, page=None, start_wait=None):
     """Relay chat's run (job) into an Open WebUI chat until it ends, and
     return its outcome: {"job", "state", "exit", "error", "statuses"} (the
     last `keep` statuses). state is "none" when start_wait (seconds) passed
@@ -1261,9 +1402,13 @@ async def relay(chat, job, emit, call=None, *, every=1.0, spool=None, bin_dir=No
     question, an answer and the end are never held back, and the last
     status always has "done": true, whatever happens.
 
-    A question is said at once with where else to answer it (the live page
-    `page` for this chat, and the `spool answer` line), and call (Open
-    WebUI's __event_call__) opens its dialog as a task beside the relay:
+    Every status is written for one line (Open WebUI draws a status with
+    line-clamp-1): what matters is in its first 60 characters, none is
+    longer than STATUS_MAX. A question is said at once, in a status
+    ("Waiting for your answer: " and the question, cut) and in a source
+    event under the message that names every place to answer, whole (the
+    live page `page` for this chat, and the `spool answer` line); call
+    (Open WebUI's __event_call__) opens its dialog as a task beside the relay:
     the relay never waits on it, since in the common cases (the tab
     closed, another chat on screen, Escape) it never returns. A yes/no
     question is a confirmation whose Cancel answers no; one with options a
@@ -1272,8 +1417,12 @@ async def relay(chat, job, emit, call=None, *, every=1.0, spool=None, bin_dir=No
     answer`, whose rules decide (an empty answer only where the question
     allows it): a refused one is asked again, saying why. When the answer
     comes, from the dialog, the page, the shell or another call of the
-    tool, the dialog is dropped and a status says the question was
-    answered and with what.
+    tool, a status and a source say the question was answered and with
+    what; the dialog, which stays on the person's screen, is listened to
+    until the run ends, and an answer given in it late is told what won.
+
+    title is accepted for callers of an older relay and not used: a
+    dialog's title is its question (dialog_event).
 
     Cancelled (Open WebUI's stop button), it re-raises at once without a
     last status: the caller decides what the stop means (vm_agent asks for
@@ -1281,12 +1430,36 @@ async def relay(chat, job, emit, call=None, *, every=1.0, spool=None, bin_dir=No
     """
     statuses = []
     dialogs = {}  # question id -> its dialog's task
+    late = []  # dialogs of questions answered elsewhere, kept until the end
     told = set()  # question ids whose answer was said
     last = {"done": False}
 
     async def status(text, done=False):
-        await emit({"type": "status", "data": {"description": text, "done": done, "hidden": False}})
+        await emit({"type": "status", "data": {"description": one_line(text, STATUS_MAX), "done": done,
+                                               "hidden": False}})
         last["done"] = done
+
+    async def still_open(q, why, detail=""):
+        """The question is open and its dialog is gone: where to answer is
+        under the message (where_source)."""
+        text = _fits("Still waiting for your answer (%s): " % why, question_line(q))
+        if detail:
+            text += " (%s)" % detail
+        await status(text)
+
+    async def source(ev):
+        try:
+            await emit(ev)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # an Open WebUI without sources: the statuses still say it
+            pass
+
+    async def say_answered(qid, said):
+        text = said if said != "" else "(an empty answer)"
+        await status(_fits("The question was answered: ", text))
+        if qid:
+            await source(answered_source(chat, qid, said))
 
     async def ask(q):
         yn = _yes_no(q.options)
@@ -1302,57 +1475,59 @@ async def relay(chat, job, emit, call=None, *, every=1.0, spool=None, bin_dir=No
             return
         for _ in range(_ASK_AGAIN):
             try:
+                ev = dialog_event(q, note, long_hint=bool(page))
+                r = await call(ev)
                 if yn:
-                    msg = "%s\n\nOK answers %s; Cancel answers %s.%s" % (q.text, yn[0], yn[1], note)
-                    r = await call({"type": "confirmation", "data": {"title": title, "message": msg}})
                     reply = yn[0] if r is True else yn[1] if r is False else None
                 else:
-                    msg = q.text
-                    if q.options:
-                        msg += "\n\n(" + " / ".join(q.options) + ")"
-                    if q.allow_empty:
-                        msg += "\n\nAn empty answer is an answer here."
-                    data = {"title": title, "message": msg + note,
-                            "placeholder": q.options[0] if q.options else "", "value": ""}
-                    if q.options:
-                        # A select list in Open WebUI 0.10+; an older one
-                        # shows a text field, whose answer spool answer
-                        # checks against the options.
-                        data["input"] = {"type": "select", "options": list(q.options)}
-                    r = await call({"type": "input", "data": data})
                     reply = r if isinstance(r, str) else None
                 if reply is None:
                     if isinstance(r, dict) and r.get("error"):
-                        why = "the dialog could not be shown (%s)" % r["error"]
+                        await still_open(q, "no dialog", r["error"])
                     elif r is False:
-                        why = "the dialog was cancelled"
+                        await still_open(q, "dialog cancelled")
                     else:
-                        why = "the dialog gave no answer"
-                    await status("Question still open, %s: answer it %s." % (why, elsewhere(chat, q, page)))
+                        await still_open(q, "dialog gave nothing")
                     return
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # a timeout of the socket layer, or any other
-                await status("Question still open, the dialog ended without an answer (%s): answer it %s."
-                             % (type(e).__name__, elsewhere(chat, q, page)))
+                await still_open(q, "dialog ended", type(e).__name__)
                 return
             try:
                 await asyncio.to_thread(answer, chat, reply, question=q.id, spool=spool, bin_dir=bin_dir)
                 return
             except BadAnswer as e:
-                note = "\n\nNot taken: %s" % str(e).split("not an answer to the question: ", 1)[-1]
+                if q.id in told:
+                    return  # answered elsewhere meanwhile: its status said with what
+                note = _refused(str(e))
                 continue
-            except NoQuestion:
-                return  # answered elsewhere first: the answer's status says so
-            except SpoolError as e:
-                await status("Could not answer (%s): answer it %s." % (e, elsewhere(chat, q, page)))
+            except NoQuestion as e:
+                # The loser of a race (the page, the shell, another
+                # dialog answered first) is told what won.
+                await status(_not_taken(e))
                 return
-        await status("Question still open: answer it %s." % elsewhere(chat, q, page))
+            except SpoolError as e:
+                await status(one_line("Dialog answer not sent: %s" % e, STATUS_MAX))
+                return
+        await still_open(q, "%d answers refused" % _ASK_AGAIN)
 
     def drop_dialogs():
         for t in dialogs.values():
             t.cancel()
         dialogs.clear()
+        for t in late:
+            t.cancel()
+        late.clear()
+
+    def keep_late(qid):
+        """The dialog of a question answered elsewhere stays on the
+        person's screen (nothing closes it): its task is kept until the
+        relay ends, so that an answer given in it still gets its status,
+        "already answered: TEXT"."""
+        t = dialogs.pop(qid, None)
+        if t is not None and not t.done():
+            late.append(t)
 
     async def answered_elsewhere():
         try:
@@ -1364,13 +1539,13 @@ async def relay(chat, job, emit, call=None, *, every=1.0, spool=None, bin_dir=No
         q = doc.get("question")
         still = {q.get("id")} if isinstance(q, dict) and not doc.get("done") else set()
         for qid in [i for i in dialogs if i not in still]:
-            dialogs.pop(qid).cancel()
+            keep_late(qid)
             told.add(qid)
             said = None if url else await asyncio.to_thread(_answer_of, chat, qid, spool)
             if said is None:
                 await status("The question was answered.")
             else:
-                await status("The question was answered: %s" % (said if said != "" else "(an empty answer)"))
+                await say_answered(qid, said)
 
     outcome = {"job": job, "state": None, "exit": None, "error": None, "statuses": statuses}
     # The throttle: a status goes out at once if none went out in the last
@@ -1437,20 +1612,14 @@ async def relay(chat, job, emit, call=None, *, every=1.0, spool=None, bin_dir=No
                 await flush_held()
                 held["at"] = loop.time()
                 q = ev.question
-                drop_dialogs()  # a run asks one question at a time
+                for qid in list(dialogs):  # a run asks one question at a time
+                    keep_late(qid)
+                # One line: that the run waits for the person, and the
+                # question, cut; where to answer is under the message.
+                await status(_fits("Waiting for your answer: ", question_line(q)))
+                await source(where_source(chat, q, page, dialog=call is not None))
                 if call is not None:
-                    how = "in the dialog"
-                    yn = _yes_no(q.options)
-                    if yn:
-                        how += " (Cancel answers %s)" % yn[1]
-                    await status("Question: %s%s. Answer it %s, or %s. Closing the dialog leaves it open."
-                                 % (q.text, " [%s]" % "/".join(q.options) if q.options else "", how,
-                                    elsewhere(chat, q, page)))
                     dialogs[q.id] = asyncio.ensure_future(ask(q))
-                else:
-                    await status("Question: %s%s. Answer it %s."
-                                 % (q.text, " [%s]" % "/".join(q.options) if q.options else "",
-                                    elsewhere(chat, q, page)))
                 continue
             if ev.kind == "answer":
                 await flush_held()
@@ -1459,16 +1628,17 @@ async def relay(chat, job, emit, call=None, *, every=1.0, spool=None, bin_dir=No
                 # Only this question's dialog: spoold may relay an answer
                 # after the run asked its next question.
                 if qid and qid in dialogs:
-                    dialogs.pop(qid).cancel()
+                    keep_late(qid)
                 elif not qid:
-                    drop_dialogs()
+                    for i in list(dialogs):
+                        keep_late(i)
                 if qid and qid in told:
                     continue
                 told.add(qid)
                 said = (ev.event or {}).get("text") if isinstance(ev.event, dict) else None
                 if said is None:
                     said = ev.text[len("answered: "):] if ev.text.startswith("answered: ") else ev.text
-                await status("The question was answered: %s" % (said if said != "" else "(an empty answer)"))
+                await say_answered(qid, said)
                 continue
             if dialogs:
                 # The run went on while a dialog waits: a job that took its

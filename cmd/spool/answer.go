@@ -18,7 +18,8 @@ chats/<chat>/answer.json {job, question, answer, at}. The first answer
 wins. A question with options takes one of them (in any case); an empty
 TEXT ('') answers only a question asked with --allow-empty. Exit 1 if no
 question is open, if --question Q is not the open one, or if it has been
-answered already; 2 if TEXT does not answer it.`,
+answered already ("already answered: TEXT", the answer that won, also once
+the run took it and after the run ended); 2 if TEXT does not answer it.`,
 	Flags: func(fs *flag.FlagSet) {
 		fs.String("chat", "", "the chat `C` whose run asked (required)")
 		fs.String("question", "", "answer only if the open question is `Q`")

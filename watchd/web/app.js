@@ -153,12 +153,17 @@ function newRow(chat) {
   r.statusEl = el("div", "status", "");
   r.questionEl = el("div", "ask");
   r.questionEl.hidden = true;
+  // The outcome of the page's own answer: outside the question's box,
+  // which the run's answer event removes, often before the request
+  // returns (the run takes an answer 10 to 50 ms after it is written).
+  r.outcomeEl = el("div", "outcome", "");
+  r.outcomeEl.hidden = true;
   r.details = el("details");
   r.details.append(el("summary", "", "recent lines"));
   r.linesEl = el("ol", "lines");
   r.details.append(r.linesEl);
   r.details.hidden = true;
-  r.tdStatus.append(r.statusEl, r.questionEl, r.details);
+  r.tdStatus.append(r.statusEl, r.questionEl, r.outcomeEl, r.details);
   r.tdJob = el("td", "job", "");
   r.tdUpdated = el("td", "updated", "");
   r.tr.append(r.tdChat, tdState, r.tdStatus, r.tdJob, r.tdUpdated);
@@ -177,10 +182,22 @@ function setStatus(r, text, ended) {
   r.statusEl.classList.toggle("end", !!ended);
 }
 
+// setOutcome says what became of the answer this page sent to question
+// qid: result "sending", "ok" (taken) or "refused" (with the reason watchd
+// gave, "already answered: TEXT" when another answer won), or hides it.
+function setOutcome(r, qid, result, text) {
+  r.outcomeEl.dataset.question = qid || "";
+  r.outcomeEl.dataset.result = result || "";
+  r.outcomeEl.textContent = text || "";
+  r.outcomeEl.hidden = !result;
+}
+
 function setQuestion(r, q) {
   // The same question shown again (a refresh, the stream's replay) keeps
   // what the person is typing.
   if (q && r.question && q.id === r.question.id && q.id && !r.questionEl.hidden) return;
+  // A new question: the outcome of an answer to another one is old news.
+  if (q && r.outcomeEl.dataset.question !== text(q.id)) setOutcome(r, "", "", "");
   r.question = q || null;
   r.questionEl.replaceChildren();
   r.questionEl.hidden = !q;
@@ -200,28 +217,32 @@ function setQuestion(r, q) {
 function answerForm(r, q, options) {
   const box = el("div", "answer");
   const said = el("span", "said", "");
+  const qid = text(q.id);
+  const label = qid ? "question " + qid + ": " : "";
   const send = async (answer, controls) => {
     controls.forEach(c => { c.disabled = true; });
-    said.textContent = "sending…";
+    said.textContent = "";
     said.dataset.result = "";
+    setOutcome(r, qid, "sending", label + "sending your answer: " + answer);
     try {
       const resp = await fetch("chats/" + encodeURIComponent(r.chat) + "/answer", authed({
         method: "POST",
         headers: { "Content-Type": "application/json" },
-        body: JSON.stringify({ question: typeof q.id === "string" ? q.id : "", answer }),
+        body: JSON.stringify({ question: qid, answer }),
         cache: "no-store",
       }));
       if (resp.ok) {
-        said.textContent = "answered: " + answer;
-        said.dataset.result = "ok";
+        let taken = answer;
+        try { taken = text((await resp.json()).answer); } catch (e) { /* as sent */ }
+        setOutcome(r, qid, "ok", label + "your answer was taken: " + taken);
         return;
       }
       if (resp.status === 401) setConn("auth");
-      said.textContent = (await resp.text()).trim().replace(/^watchd: /, "");
-      said.dataset.result = "refused";
+      // watchd's one line, without what this row shows already.
+      const why = (await resp.text()).trim().replace(/^watchd: /, "").replace("chat " + r.chat + ": ", "");
+      setOutcome(r, qid, "refused", "your answer (" + answer + ") was not taken: " + why);
     } catch (e) {
-      said.textContent = "not sent: watchd unreachable";
-      said.dataset.result = "refused";
+      setOutcome(r, qid, "refused", label + "your answer was not sent: watchd unreachable");
     }
     controls.forEach(c => { c.disabled = false; });
   };
@@ -282,6 +303,7 @@ function newRun(r, job) {
   r.linesEl.replaceChildren();
   r.details.hidden = true;
   setQuestion(r, null);
+  setOutcome(r, "", "", "");
 }
 
 function closeStream(r) {
