@@ -140,13 +140,16 @@ class VMAgentTest(SpoolCase):
 
     def test_many_statuses_are_throttled(self):
         self.agent('i=0; while [ $i -lt 200 ]; do i=$((i+1)); spool say "step $i"; sleep 0.01; done')
+        began = time.monotonic()
         out, em = self.run_call("count")
+        took = time.monotonic() - began
         steps = [int(t.split()[1]) for t in em.texts() if re.fullmatch(r"step \d+", t)]
         self.assertTrue(steps, em.texts())
         self.assertEqual(steps, sorted(steps))
-        # 200 statuses over two seconds or more: a few a second reach the
-        # chat (one per second, the newest winning), never the 200.
-        self.assertLessEqual(len(steps), 12, steps)
+        # 200 statuses over two seconds or more (longer on a busy
+        # machine): about one a second reaches the chat (the newest
+        # winning), never the 200.
+        self.assertLessEqual(len(steps), int(took) + 6, (took, steps))
         self.assertIn("step 200", out)
         self.assert_last_done(em)
 
