@@ -806,7 +806,13 @@ func TestSpooldLeaseLost(t *testing.T) {
 		held, _ := s.SpecLocked(job)
 		return held
 	})
-	spooldEditLease(t, s, job, func(m map[string]any) { m["worker"] = "thief" })
+	// The thief: another worker of this host, whose process has since
+	// died (on its own host a lease is judged by its process).
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	spooldEditLease(t, s, job, func(m map[string]any) { m["worker"], m["pid"] = "thief", gone.Process.Pid })
 	eventually(t, 10*time.Second, 10*time.Millisecond, "the job's processes to end", func() bool {
 		held, _ := s.SpecLocked(job)
 		return !held
