@@ -35,7 +35,7 @@ watchd serve. serve serves every chat's progress, its events as they
 come and a page of live runs, on the spool's unix socket and on loopback
 TCP (` + watchd.DefaultListen + `), which asks for the token in watchd/token.`,
 	Common: func(fs *flag.FlagSet) {
-		fs.String("spool", "", "the spool `DIR` (default $SPOOL_DIR, $JOBS_DIR, then the per-user default)")
+		fs.String("spool", "", "the spool `DIR` (default $SPOOL_DIR, $JOBS_DIR, then as spool -h says)")
 		cli.Duration(fs, "poll", 0, "poll every `D` instead of using inotify (NFS, FUSE, shared trees)")
 	},
 }
