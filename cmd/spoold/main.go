@@ -249,6 +249,12 @@ func openSpool(dir string) (*spool.Spool, error) {
 		s.Close()
 		return nil, err
 	}
+	// A spool this daemon cannot write would be served in name only: it
+	// would log serving, then leave every job queued.
+	if err := s.CheckWritable(); err != nil {
+		s.Close()
+		return nil, err
+	}
 	s.TrustOwners(os.Geteuid(), 0)
 	return s, nil
 }
