@@ -141,7 +141,7 @@ type flags struct {
 // declareFlags declares spoold's flags.
 func declareFlags(fs *flag.FlagSet) {
 	fs.String("spool", "", "the spool `DIR` (default $SPOOL_DIR, $JOBS_DIR, then as spool -h says)")
-	fs.Int("workers", 1, "jobs run at once by this daemon")
+	fs.Int("workers", 1, "jobs run at once by this daemon, each of its own chat (the packaged unit runs 4, so that one chat's question holds only that chat)")
 	cli.Duration(fs, "lease", spool.DefaultLease, "lease; heartbeat every lease/6, recovery every lease/2")
 	cli.Duration(fs, "grace", 10*time.Second, "how long a shutdown waits for running jobs")
 	cli.Duration(fs, "kill-grace", 5*time.Second, "between SIGTERM and SIGKILL to a job's process group")
