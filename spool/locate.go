@@ -1,10 +1,12 @@
 package spool
 
 import (
+	"fmt"
 	"os"
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -92,14 +94,49 @@ func adviceFor(dir, system string, readable func(string) bool) string {
 	if fi, err := os.Stat(system); err == nil && fi.IsDir() && !readable(system) {
 		group := "its group"
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			gid := strconv.FormatUint(uint64(st.Gid), 10)
-			group = "its group (gid " + gid + ")"
-			if g, err := user.LookupGroupId(gid); err == nil {
-				group = "its group " + g.Name + " (sudo usermod -aG " + g.Name + " $USER, then log in again)"
-			}
+			group = groupText(st.Gid)
 		}
 		return "the system spool " + system + " is there but closed to you: join " + group +
 			", or set SPOOL_DIR or --spool to a spool of your own"
 	}
 	return "mkdir -p " + dir + " (spoold makes the rest), or set SPOOL_DIR or --spool to the spool"
+}
+
+// WriteAdvice is what to do when the caller may not write the spool:
+// join the group of its root (named, with the command), or ask its
+// owner. For an error that wraps fs.ErrPermission.
+func (s *Spool) WriteAdvice() string {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(s.dirfd(), &st); err != nil {
+		return "ask the spool's owner for write access, or set SPOOL_DIR or --spool to a spool of your own"
+	}
+	group := groupText(st.Gid)
+	if st.Mode&0o020 == 0 {
+		owner := "uid " + strconv.FormatUint(uint64(st.Uid), 10)
+		if u, err := user.LookupId(owner[4:]); err == nil {
+			owner = u.Username
+		}
+		return fmt.Sprintf("its mode %04o lets only its owner, %s, write it: submit as them (sudo -u %s spool submit ...), or set SPOOL_DIR or --spool to a spool of your own",
+			st.Mode&0o7777, owner, strings.TrimPrefix(owner, "uid "))
+	}
+	return "join " + group + ", or set SPOOL_DIR or --spool to a spool of your own"
+}
+
+// groupText names a spool's group for one who should join it, with the
+// command that does.
+func groupText(id uint32) string {
+	gid := strconv.FormatUint(uint64(id), 10)
+	if g, err := user.LookupGroupId(gid); err == nil {
+		return "its group " + g.Name + " (sudo usermod -aG " + g.Name + " $USER, then log in again)"
+	}
+	return "its group (gid " + gid + ")"
+}
+
+// closedAdvice is what to do about a spool dir the caller may not open.
+func closedAdvice(dir string) string {
+	var st syscall.Stat_t
+	if err := syscall.Stat(dir, &st); err != nil {
+		return "ask the spool's owner for access, or set SPOOL_DIR or --spool to a spool of your own"
+	}
+	return "join " + groupText(st.Gid) + ", or set SPOOL_DIR or --spool to a spool of your own"
 }

@@ -104,6 +104,9 @@ func Open(dir string) (*Spool, error) {
 	}
 	r, err := os.OpenRoot(dir)
 	if err != nil {
+		if errors.Is(err, fs.ErrPermission) {
+			return nil, fmt.Errorf("spool %s: %w: %s", dir, err, closedAdvice(dir))
+		}
 		return nil, fmt.Errorf("spool %s: %w", dir, err)
 	}
 	d, err := openDir(r, ".")

@@ -450,6 +450,23 @@ def _is_number(v):
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+def _kind(v):
+    """A value's kind in JSON's words, as spool submit --spec says it."""
+    if isinstance(v, bool):
+        return "true or false"
+    if isinstance(v, (int, float)):
+        return "a number"
+    if isinstance(v, (str, bytes)):
+        return "a string"
+    if isinstance(v, dict):
+        return "an object"
+    if isinstance(v, (list, tuple)):
+        return "a list"
+    if v is None:
+        return "null"
+    return "a " + type(v).__name__
+
+
 def _spec_fields(argv, script, timeout, attempts, env, cwd):
     """The spec's fields of what runs and how, checked as Go's
     Spec.Validate checks them, with its words."""
@@ -460,10 +477,10 @@ def _spec_fields(argv, script, timeout, attempts, env, cwd):
         raise SpoolError('spec has neither "argv" nor "script"; give exactly one')
     if argv is not None:
         if isinstance(argv, (str, bytes)) or not isinstance(argv, (list, tuple)):
-            raise SpoolError('spec\'s "argv" is %s; want a list of strings' % type(argv).__name__)
+            raise SpoolError('spec\'s "argv" is %s; want a list of strings' % _kind(argv))
         words = [_text(a) for a in argv]
         if None in words:
-            raise SpoolError('spec\'s "argv" holds a %s; want strings' % type(argv[words.index(None)]).__name__)
+            raise SpoolError('spec\'s "argv" holds %s; want a list of strings' % _kind(argv[words.index(None)]))
         if not words:
             raise SpoolError('spec\'s "argv" is empty: nothing to run')
         if not words[0]:
