@@ -52,6 +52,7 @@ cleanup() {
 	apt purge vmspool >/dev/null 2>&1 || true
 	[ -n "$had_spool" ] || rm -rf $spool
 	[ -n "$had_logs" ] || rm -rf /var/log/vmspool
+	userdel vmspool-member-test 2>/dev/null || true
 	[ -n "$had_user" ] || { userdel vmspool 2>/dev/null || true; groupdel vmspool 2>/dev/null || true; }
 	rm -rf "$work"
 }
