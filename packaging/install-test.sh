@@ -52,6 +52,7 @@ cleanup() {
 	apt purge vmspool >/dev/null 2>&1 || true
 	[ -n "$had_spool" ] || rm -rf $spool
 	[ -n "$had_logs" ] || rm -rf /var/log/vmspool
+	userdel vmspool-member-test 2>/dev/null || true
 	[ -n "$had_user" ] || { userdel vmspool 2>/dev/null || true; groupdel vmspool 2>/dev/null || true; }
 	rm -rf "$work"
 }
@@ -118,6 +119,13 @@ pyjob=$(as_vmspool /usr/bin/python3 -c 'import vmspool; print(vmspool.submit("pk
 check "a job submitted from Python runs" sh -c \
 	"runuser -u vmspool -- env -i PATH=/usr/bin:/bin SPOOL_DIR=$spool /usr/bin/watchd follow --chat pkg-ci-py --job $pyjob --timeout 60s"
 check "spool ls lists both done" sh -c "as() { runuser -u vmspool -- env -i SPOOL_DIR=$spool /usr/bin/spool ls --state done; }; as | grep -q $job && as | grep -q $pyjob"
+# The system spool is found with no SPOOL_DIR by the service user and by
+# a member of its group (README, "Where the spool is").
+check "spool ls as vmspool, no SPOOL_DIR" sh -c "runuser -u vmspool -- env -i PATH=/usr/bin:/bin HOME=$spool /usr/bin/spool ls | grep -q $job"
+useradd --no-create-home --home-dir "$work/member" --groups vmspool vmspool-member-test 2>/dev/null || true
+mkdir -p "$work/member" && chown vmspool-member-test "$work/member" && chmod 755 "$work"
+check "spool ls as a member of group vmspool, no SPOOL_DIR" sh -c "runuser -u vmspool-member-test -- env -i PATH=/usr/bin:/bin HOME=$work/member /usr/bin/spool ls | grep -q $job"
+userdel vmspool-member-test 2>/dev/null || true
 kill -TERM "$spoold_pid"
 check "spoold stops on SIGTERM, exit 0" wait "$spoold_pid"
 spoold_pid=

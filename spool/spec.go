@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"strings"
 )
 
@@ -102,6 +103,15 @@ func ParseSpec(b []byte) (*Spec, error) {
 		return nil, fmt.Errorf("%w: want a JSON object", ErrCorrupt)
 	}
 	if err := json.Unmarshal(b, &s); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			// The contract's words, not Go's: "argv" is a string; want a
+			// list of strings.
+			if ft := specField(te.Field); ft != nil && (ft.Kind() == reflect.Slice || ft.Kind() == reflect.Map) && ft.Elem() == te.Type {
+				return nil, fmt.Errorf("%w: %q holds %s; want %s", ErrCorrupt, te.Field, jsonKind(te.Value), wantOf(ft))
+			}
+			return nil, fmt.Errorf("%w: %q is %s; want %s", ErrCorrupt, te.Field, jsonKind(te.Value), wantOf(te.Type))
+		}
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	if err := s.Validate(); err != nil {
@@ -159,4 +169,56 @@ func (s *Spool) LooseChat(job string) string {
 		return ""
 	}
 	return v.Chat
+}
+
+// jsonKind names a JSON value's kind as json.UnmarshalTypeError gives it.
+func jsonKind(v string) string {
+	switch {
+	case v == "string":
+		return "a string"
+	case v == "object":
+		return "an object"
+	case v == "array":
+		return "a list"
+	case v == "bool":
+		return "true or false"
+	case strings.HasPrefix(v, "number"):
+		return "a number"
+	}
+	return v
+}
+
+// wantOf says what a Go type of the spec takes, in JSON's words.
+func wantOf(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Slice:
+		return "a list of " + strings.TrimPrefix(strings.TrimPrefix(wantOf(t.Elem()), "a "), "an ") + "s"
+	case reflect.Map:
+		return "an object of " + strings.TrimPrefix(wantOf(t.Elem()), "a ") + "s"
+	case reflect.Int, reflect.Int64, reflect.Int32, reflect.Uint, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float64, reflect.Float32:
+		return "a number"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Pointer:
+		return wantOf(t.Elem())
+	case reflect.Struct:
+		return "an object"
+	}
+	return t.String()
+}
+
+// specField is the type of the Spec field of JSON name name, or nil.
+func specField(name string) reflect.Type {
+	t := reflect.TypeFor[Spec]()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if tag, _, _ := strings.Cut(f.Tag.Get("json"), ","); tag == name {
+			return f.Type
+		}
+	}
+	return nil
 }

@@ -156,6 +156,74 @@ func TestLocate(t *testing.T) {
 	}
 }
 
+// TestLocateSystem: with no flag and no variable, the service user and
+// the spool's group find the system spool (they may read it); anyone else,
+// or anyone with a per-user spool, the per-user one. The advice for a
+// missing spool is right for who asks.
+func TestLocateSystem(t *testing.T) {
+	d := t.TempDir()
+	system, home := filepath.Join(d, "vm"), filepath.Join(d, "home")
+	for _, p := range []string{system, home} {
+		if err := os.Mkdir(p, 0o750); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := func(k string) string {
+		if k == "HOME" {
+			return home
+		}
+		return ""
+	}
+	user := filepath.Join(home, ".local", "state", "vmspool")
+	yes := func(string) bool { return true }
+	no := func(string) bool { return false }
+	for _, tc := range []struct {
+		name     string
+		system   string
+		readable func(string) bool
+		want     string
+	}{
+		{"a reader of the system spool", system, yes, system},
+		{"one it is closed to", system, no, user},
+		{"no system spool", filepath.Join(d, "none"), yes, user},
+	} {
+		if got := locate("", env, 1000, tc.system, tc.readable); got != tc.want {
+			t.Errorf("%s: locate = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	if got := locate("", env, 0, system, no); got != system {
+		t.Errorf("root: locate = %q, want %q", got, system)
+	}
+	if got := locate("", func(k string) string {
+		if k == "SPOOL_DIR" {
+			return "/s"
+		}
+		return env(k)
+	}, 1000, system, yes); got != "/s" {
+		t.Errorf("SPOOL_DIR: locate = %q, want /s", got)
+	}
+	if err := os.MkdirAll(user, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if got := locate("", env, 1000, system, yes); got != user {
+		t.Errorf("a per-user spool that exists: locate = %q, want %q", got, user)
+	}
+
+	for _, tc := range []struct {
+		name, dir string
+		readable  func(string) bool
+		want      string
+	}{
+		{"the system spool missing", system, yes, "start spoold"},
+		{"closed to the caller", user, no, "the system spool " + system + " is there but closed to you: join its group"},
+		{"the caller's own", user, yes, "mkdir -p " + user + " (spoold makes the rest)"},
+	} {
+		if got := adviceFor(tc.dir, system, tc.readable); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%s: advice %q, want it to start %q", tc.name, got, tc.want)
+		}
+	}
+}
+
 func TestSplitName(t *testing.T) {
 	for _, tc := range []struct {
 		name, job, ext string

@@ -95,7 +95,7 @@ func Open(dir string) (*Spool, error) {
 	fi, err := os.Stat(dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("spool %s: %w (create it with a daemon, or mkdir -p it)", dir, ErrNoSpool)
+			return nil, fmt.Errorf("spool %s: %w: %s", dir, ErrNoSpool, missingAdvice(dir))
 		}
 		return nil, fmt.Errorf("spool %s: %w", dir, err)
 	}
@@ -104,6 +104,9 @@ func Open(dir string) (*Spool, error) {
 	}
 	r, err := os.OpenRoot(dir)
 	if err != nil {
+		if errors.Is(err, fs.ErrPermission) {
+			return nil, fmt.Errorf("spool %s: %w: %s", dir, err, closedAdvice(dir))
+		}
 		return nil, fmt.Errorf("spool %s: %w", dir, err)
 	}
 	d, err := openDir(r, ".")

@@ -183,3 +183,32 @@ func (s *Spool) checkPath(st unix.Stat_t) error {
 	}
 	return nil
 }
+
+// CheckWritable says, in one line with what to do, whether a daemon
+// running as the caller's effective ids can write the tree: the root and
+// the directories every job's run writes in (a chat's lock and claim mark
+// under chats/, its document under progress/, the doorbell). A daemon
+// that cannot would start, claim nothing and leave every job queued.
+func (s *Spool) CheckWritable() error {
+	for _, d := range []string{".", ChatsDir, ProgressDir, DoorbellDir} {
+		err := unix.Faccessat(s.dirfd(), d, unix.W_OK|unix.X_OK, unix.AT_EACCESS)
+		if err == nil || errors.Is(err, unix.ENOENT) {
+			continue
+		}
+		where := s.RootPath
+		if d != "." {
+			where = filepath.Join(s.RootPath, d)
+		}
+		var st unix.Stat_t
+		owner := ""
+		if unix.Fstatat(s.dirfd(), d, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+			owner = fmt.Sprintf(" (it is uid %d's, gid %d's, mode %04o)", st.Uid, st.Gid, st.Mode&0o7777)
+		}
+		if errors.Is(err, unix.EROFS) {
+			return fmt.Errorf("spool %s: cannot write %s: read-only file system: mount it read-write, or give spoold another spool", s.RootPath, where)
+		}
+		return fmt.Errorf("spool %s: uid %d cannot write %s%s: %v: run spoold as the tree's owner (the package's unit runs it as vmspool), or chown -R the spool to this user",
+			s.RootPath, os.Geteuid(), where, owner, err)
+	}
+	return nil
+}

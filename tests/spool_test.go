@@ -161,6 +161,10 @@ func TestSpoolSubmitReadOnly(t *testing.T) {
 		t.Fatalf("submit into a read-only spool: %v, stderr %q; want exit 2", err, errb.String())
 	}
 	spoolcliOneLine(t, "read-only", errb.String())
+	// It names the spool and what to do, not only "permission denied".
+	if e := errb.String(); !strings.Contains(e, "spool "+dir+": cannot write it") || !strings.Contains(e, "lets only its owner") {
+		t.Errorf("submit into a read-only spool says %q: want the spool named and what to do", e)
+	}
 	if after := spoolcliTree(t, dir); after != before {
 		t.Errorf("the tree changed:\n%s\n->\n%s", before, after)
 	}

@@ -3,6 +3,7 @@ package watchd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"time"
 
@@ -115,4 +116,56 @@ func relay(ctx context.Context, chat string, asJSON bool, every time.Duration, w
 			}
 		}
 	}
+}
+
+// CheckJob says whether job is one to follow on chat, for `watchd follow
+// --job`, which would otherwise wait for ever: the spool holds it (or the
+// chat's document names it: a run written by hand), and its spec, when
+// there is one, names chat.
+func CheckJob(s *spool.Spool, chat, job string) error {
+	if _, err := s.State(job); err != nil {
+		if doc, derr := s.ReadProgress(chat); derr == nil && doc.Job == job {
+			return nil
+		}
+		if errors.Is(err, spool.ErrNoJob) {
+			return fmt.Errorf("job %s: %w in spool %s (spool ls lists its jobs)", job, spool.ErrNoJob, s.RootPath)
+		}
+		return err
+	}
+	if sp, err := s.ReadSpec(job); err == nil && sp.Chat != chat {
+		return fmt.Errorf("job %s is chat %s's, not %s's: follow it with --chat %s", job, sp.Chat, chat, sp.Chat)
+	}
+	return nil
+}
+
+// EndedRun is the end of the chat's last run when a follow without a job
+// has nothing to wait for yet: the chat's document says its run is done
+// and was written before the follow began, and no job of the chat is
+// new, queued or running. Else nil. `watchd follow` says it, then waits
+// for the chat's next run.
+func EndedRun(s *spool.Spool, chat string, began time.Time) *Output {
+	doc, err := s.ReadProgress(chat)
+	if err != nil || !doc.Done || doc.Job == "" {
+		return nil
+	}
+	if w := doc.Written; w == 0 || w >= spool.Stamp(began) {
+		return nil
+	}
+	jobs, _, err := s.Scan()
+	if err != nil {
+		return nil
+	}
+	for job, f := range jobs {
+		st, ok := f.State()
+		if !ok || st.Final() {
+			continue
+		}
+		sp, err := s.ReadSpec(job)
+		if err != nil || sp.Chat == chat {
+			// One it cannot read may be the chat's: wait, as before.
+			return nil
+		}
+	}
+	o := endOf(doc)
+	return &o
 }

@@ -6,6 +6,7 @@ import random
 import string
 import subprocess
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -57,6 +58,23 @@ class SubmitTest(SpoolCase):
         self.assertEqual(r(None, {}, 0), "/var/spool/vm")
         self.assertEqual(r(None, {"XDG_STATE_HOME": "/x", "HOME": "/h"}, 1000), "/x/vmspool")
         self.assertEqual(r(None, {"HOME": "/h"}, 1000), "/h/.local/state/vmspool")
+
+    def test_resolve_spool_system(self):
+        # The system spool is found by who may read it, when the caller has
+        # no per-user spool; a per-user spool that exists wins.
+        r = vmspool.resolve_spool
+        with tempfile.TemporaryDirectory() as d:
+            system, home = os.path.join(d, "vm"), os.path.join(d, "home")
+            os.mkdir(system)
+            os.mkdir(home)
+            env = {"HOME": home}
+            user = os.path.join(home, ".local", "state", "vmspool")
+            self.assertEqual(r(None, env, 1000, system, lambda p: True), system)
+            self.assertEqual(r(None, env, 1000, system, lambda p: False), user)
+            self.assertEqual(r(None, env, 1000, os.path.join(d, "none"), lambda p: True), user)
+            self.assertEqual(r(None, env, 0, system, lambda p: False), system)
+            os.makedirs(user)
+            self.assertEqual(r(None, env, 1000, system, lambda p: True), user)
 
 
 class OpenWebUIChatTest(unittest.TestCase):

@@ -103,22 +103,59 @@ def _check_id(kind, s):
         raise InvalidID("%s %s: %s" % (kind, json.dumps(s) if isinstance(s, str) else repr(s), _ID_RULE))
 
 
-def resolve_spool(spool=None, environ=None, uid=None):
+SYSTEM_SPOOL = "/var/spool/vm"
+
+
+def _readable(d):
+    return os.access(d, os.R_OK | os.X_OK)
+
+
+def resolve_spool(spool=None, environ=None, uid=None, system=SYSTEM_SPOOL, readable=_readable):
     """The spool directory, found as the Go commands find it: spool, else
-    $SPOOL_DIR, else $JOBS_DIR, else /var/spool/vm for root and
-    ${XDG_STATE_HOME:-~/.local/state}/vmspool for anyone else."""
+    $SPOOL_DIR, else $JOBS_DIR, else /var/spool/vm for root; for anyone
+    else the per-user spool ${XDG_STATE_HOME:-~/.local/state}/vmspool if
+    it exists, else /var/spool/vm if it exists and the caller may read it,
+    else the per-user spool's path."""
     env = os.environ if environ is None else environ
     uid = os.getuid() if uid is None else uid
     for d in (spool, env.get("SPOOL_DIR"), env.get("JOBS_DIR")):
         if d:
             return os.fspath(d)
     if uid == 0:
-        return "/var/spool/vm"
+        return system
     state = env.get("XDG_STATE_HOME")
     if state:
-        return os.path.join(state, "vmspool")
-    home = env.get("HOME") or os.path.expanduser("~")
-    return os.path.join(home, ".local", "state", "vmspool")
+        user = os.path.join(state, "vmspool")
+    else:
+        home = env.get("HOME") or os.path.expanduser("~")
+        user = os.path.join(home, ".local", "state", "vmspool")
+    if os.path.isdir(user):
+        return user
+    if os.path.isdir(system) and readable(system):
+        return system
+    return user
+
+
+def _missing_advice(root, system=SYSTEM_SPOOL):
+    """What to do about a spool that does not exist, as the Go commands say it."""
+    if root == system:
+        return ("start spoold, which makes it (the package's spoold.service does), "
+                "or set SPOOL_DIR or --spool to another spool")
+    try:
+        st = os.stat(system)
+    except OSError:
+        st = None
+    if st is not None and stat.S_ISDIR(st.st_mode) and not _readable(system):
+        group = "its group (gid %d)" % st.st_gid
+        try:
+            import grp
+            name = grp.getgrgid(st.st_gid).gr_name
+            group = "its group %s (sudo usermod -aG %s $USER, then log in again)" % (name, name)
+        except (ImportError, KeyError):
+            pass
+        return ("the system spool %s is there but closed to you: join %s, "
+                "or set SPOOL_DIR or --spool to a spool of your own" % (system, group))
+    return "mkdir -p %s (spoold makes the rest), or set SPOOL_DIR or --spool to the spool" % root
 
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
@@ -336,7 +373,7 @@ def submit(chat, argv=None, script=None, *, timeout=None, attempts=None, env=Non
     try:
         dfd = _dir_fd(root)
     except FileNotFoundError:
-        raise SpoolError("spool %s: no such spool directory (create it with a daemon, or mkdir -p it)" % root) from None
+        raise SpoolError("spool %s: no such spool directory: %s" % (root, _missing_advice(root))) from None
     except NotADirectoryError:
         raise SpoolError("spool %s: not a directory" % root) from None
     except OSError as e:
@@ -413,6 +450,23 @@ def _is_number(v):
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+def _kind(v):
+    """A value's kind in JSON's words, as spool submit --spec says it."""
+    if isinstance(v, bool):
+        return "true or false"
+    if isinstance(v, (int, float)):
+        return "a number"
+    if isinstance(v, (str, bytes)):
+        return "a string"
+    if isinstance(v, dict):
+        return "an object"
+    if isinstance(v, (list, tuple)):
+        return "a list"
+    if v is None:
+        return "null"
+    return "a " + type(v).__name__
+
+
 def _spec_fields(argv, script, timeout, attempts, env, cwd):
     """The spec's fields of what runs and how, checked as Go's
     Spec.Validate checks them, with its words."""
@@ -423,10 +477,10 @@ def _spec_fields(argv, script, timeout, attempts, env, cwd):
         raise SpoolError('spec has neither "argv" nor "script"; give exactly one')
     if argv is not None:
         if isinstance(argv, (str, bytes)) or not isinstance(argv, (list, tuple)):
-            raise SpoolError('spec\'s "argv" is %s; want a list of strings' % type(argv).__name__)
+            raise SpoolError('spec\'s "argv" is %s; want a list of strings' % _kind(argv))
         words = [_text(a) for a in argv]
         if None in words:
-            raise SpoolError('spec\'s "argv" holds a %s; want strings' % type(argv[words.index(None)]).__name__)
+            raise SpoolError('spec\'s "argv" holds %s; want a list of strings' % _kind(argv[words.index(None)]))
         if not words:
             raise SpoolError('spec\'s "argv" is empty: nothing to run')
         if not words[0]:

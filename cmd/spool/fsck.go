@@ -24,7 +24,7 @@ A lease's own lease_s is believed up to --lease (default 30s, spoold's):
 give it the --lease spoold runs with.`,
 	Flags: func(fs *flag.FlagSet) {
 		fs.Bool("fix", false, "repair what is found")
-		fs.Bool("json", false, "one JSON object a finding")
+		fs.Bool("json", false, "one JSON object a finding, then a last {\"kind\":\"summary\",...} with the counts and \"clean\"")
 		cli.Duration(fs, "lease", spool.DefaultLease, "believe a lease's lease_s up to `D`, and judge one without by it (spoold's --lease)")
 	},
 	Run: fsck,
@@ -60,6 +60,16 @@ func fsck(c *cli.Call) error {
 		if !fix || !f.Fixed() {
 			left++
 		}
+	}
+	if c.Bool("json") {
+		// A last object, always: a clean spool is said, not left to an
+		// empty output that a failed run would print too.
+		enc.Encode(struct {
+			Kind     string `json:"kind"`
+			Findings int    `json:"findings"`
+			Left     int    `json:"left"`
+			Clean    bool   `json:"clean"`
+		}{"summary", len(found), left, left == 0})
 	}
 	switch {
 	case left > 0 && !fix:

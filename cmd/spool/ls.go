@@ -19,8 +19,10 @@ var lsCmd = cli.Command{
 	Usage: "[--json] [--state S]",
 	Short: "List the jobs, one line a job, oldest first.",
 	Long: `Each line: id, state, chat, age (since submit), attempt, and a note (a
-retry's wait, the exit or error of an ended job, a document that cannot
-be read). --json prints one JSON object a line.`,
+retry's wait, why a queued job waits, the exit or error of an ended job,
+a document that cannot be read). A queued job waits for its chat's
+running run (or its question's answer), for an older job of its chat,
+or for a free worker. --json prints one JSON object a line.`,
 	Flags: func(fs *flag.FlagSet) {
 		fs.Bool("json", false, "one JSON object a line, for scripts")
 		fs.String("state", "", "only jobs in state `S` (new, queued, running, done, failed, cancelled)")
@@ -63,12 +65,63 @@ func ls(c *cli.Call) error {
 		}
 		return nil
 	}
-	writeTable(w, rows, now)
+	all := rows
+	if st == spool.New || st == spool.Queued {
+		// Why a job waits is read off the others: the chat's running one.
+		if all, err = s.List(spool.ListOptions{Now: now}); err != nil {
+			return err
+		}
+	}
+	writeTable(w, rows, now, waits(s, all))
 	return nil
 }
 
+// waits says, for each new or queued job of rows that is not waiting out a
+// retry's backoff, why it waits: its chat's run is running (or waiting
+// for an answer), an older job of its chat comes first, or no worker is
+// free (none is, or no spoold runs). A chat runs one job at a time, oldest
+// first; the workers are how many chats run at once.
+func waits(s *spool.Spool, rows []spool.Row) map[string]string {
+	running := map[string]string{} // chat: its running job
+	first := map[string]string{}   // chat: its oldest waiting job
+	asking := map[string]bool{}    // chat: its run waits for an answer
+	for i := range rows {
+		r := &rows[i]
+		switch {
+		case r.Chat == "":
+		case r.State == spool.Running:
+			running[r.Chat] = r.Job
+		case (r.State == spool.New || r.State == spool.Queued) && first[r.Chat] == "":
+			first[r.Chat] = r.Job // rows are sorted by id: oldest first
+		}
+	}
+	for chat := range running {
+		if doc, err := s.ReadProgress(chat); err == nil && doc.Job == running[chat] && doc.Question != nil {
+			asking[chat] = true
+		}
+	}
+	why := map[string]string{}
+	for i := range rows {
+		r := &rows[i]
+		if (r.State != spool.New && r.State != spool.Queued) || r.NotBefore != 0 || r.Problem != "" || r.Chat == "" {
+			continue
+		}
+		switch j := running[r.Chat]; {
+		case j != "" && asking[r.Chat]:
+			why[r.Job] = "waits: its chat's run " + j + " waits for an answer (spool show " + j + ")"
+		case j != "":
+			why[r.Job] = "waits: its chat's run " + j + " is running"
+		case first[r.Chat] != r.Job:
+			why[r.Job] = "waits: " + first[r.Chat] + " of its chat runs first"
+		default:
+			why[r.Job] = "waits for a free worker (all busy, or no spoold runs)"
+		}
+	}
+	return why
+}
+
 // writeTable prints rows as aligned columns, sized by one pass over them.
-func writeTable(w *bufio.Writer, rows []spool.Row, now time.Time) {
+func writeTable(w *bufio.Writer, rows []spool.Row, now time.Time, why map[string]string) {
 	cells := make([][5]string, len(rows))
 	notes := make([]string, len(rows))
 	width := [5]int{len("JOB"), len("STATE"), len("CHAT"), len("AGE"), len("ATTEMPT")}
@@ -88,6 +141,9 @@ func writeTable(w *bufio.Writer, rows []spool.Row, now time.Time) {
 			c[4] = strconv.Itoa(r.Attempt)
 		}
 		notes[i] = note(r, now)
+		if wh := why[r.Job]; wh != "" && notes[i] == "" {
+			notes[i] = wh
+		}
 		for k := range c {
 			width[k] = max(width[k], len(c[k]))
 		}

@@ -22,7 +22,9 @@ var prog = &cli.Program{
 	Usage: "[--spool DIR] COMMAND [flags] [args]",
 	Short: "The shell's view of the job spool (docs/contract.md).",
 	Long: `The spool is --spool DIR, else $SPOOL_DIR, else $JOBS_DIR, else
-/var/spool/vm for root and ${XDG_STATE_HOME:-~/.local/state}/vmspool.
+/var/spool/vm for root; for anyone else ${XDG_STATE_HOME:-~/.local/state}/vmspool
+if it exists, else /var/spool/vm if they may read it (the vmspool user and
+its group), else the per-user path.
 Exit codes: 0 ok, 1 failed or nothing to do (see each command), 2 usage
 or bad input, 124 timed out.`,
 	Common: func(fs *flag.FlagSet) {

@@ -169,7 +169,16 @@ func printView(w io.Writer, v *jobView, now time.Time) {
 		kv("chat", "%s", sp.Chat)
 		kv("created", "%s (%s)", spool.TimeOf(sp.Created).Format(time.RFC3339), ago(sp.Created))
 		if sp.Script != nil {
-			kv("script", "%s", line(*sp.Script))
+			// A script of several lines keeps them, each indented under
+			// the key: on one line, two commands read as one.
+			if lines := strings.Split(strings.TrimRight(*sp.Script, "\n"), "\n"); len(lines) > 1 {
+				kv("script", "(%d lines)", len(lines))
+				for _, l := range lines {
+					fmt.Fprintf(w, "  %s\n", spool.Printable(l))
+				}
+			} else {
+				kv("script", "%s", line(*sp.Script))
+			}
 		} else {
 			b, _ := json.Marshal(sp.Argv)
 			kv("argv", "%s", b)
@@ -222,11 +231,13 @@ func printView(w io.Writer, v *jobView, now time.Time) {
 	}
 	printEvents(w, v)
 	if p := v.Progress; p != nil {
-		s := fmt.Sprintf("job %s, %s, seq %d, updated %s", p.Job, p.State, p.Seq, ago(p.Updated))
 		if p.Job != v.Job {
-			s += " (another job's run)"
+			// The chat moved on: its document is another run's, whose
+			// status is not this job's and must not read as its end.
+			kv("chat now", "job %s's run, %s, updated %s (not this job: spool show %s)", p.Job, p.State, ago(p.Updated), p.Job)
+			return
 		}
-		kv("progress", "%s", s)
+		kv("progress", "job %s, %s, seq %d, updated %s", p.Job, p.State, p.Seq, ago(p.Updated))
 		if p.Status != "" {
 			kv("status", "%s", line(p.Status))
 		}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -107,6 +108,9 @@ func submit(c *cli.Call) error {
 	if err != nil {
 		// Submit leaves nothing behind; a spool that cannot be written
 		// (read-only, full) is the caller's input to fix.
+		if errors.Is(err, fs.ErrPermission) {
+			return bad("spool %s: cannot write it (%v): %s", s.RootPath, err, s.WriteAdvice())
+		}
 		return bad("%v", err)
 	}
 	fmt.Fprintln(c.Stdout, job)

@@ -164,8 +164,8 @@ type flags struct {
 
 // declareFlags declares spoold's flags.
 func declareFlags(fs *flag.FlagSet) {
-	fs.String("spool", "", "the spool `DIR` (default $SPOOL_DIR, $JOBS_DIR, then the system default)")
-	fs.Int("workers", 1, "jobs run at once by this daemon")
+	fs.String("spool", "", "the spool `DIR` (default $SPOOL_DIR, $JOBS_DIR, then as spool -h says)")
+	fs.Int("workers", 1, "jobs run at once by this daemon, each of its own chat (the packaged unit runs 4, so that one chat's question holds only that chat)")
 	cli.Duration(fs, "lease", spool.DefaultLease, "lease; heartbeat every lease/6, recovery every lease/2")
 	cli.Duration(fs, "grace", 10*time.Second, "how long a shutdown waits for running jobs")
 	cli.Duration(fs, "kill-grace", 5*time.Second, "between SIGTERM and SIGKILL to a job's process group")
@@ -274,6 +274,12 @@ func openSpool(dir string) (*spool.Spool, error) {
 		return nil, err
 	}
 	if err := s.CheckRootSafe(os.Geteuid()); err != nil {
+		s.Close()
+		return nil, err
+	}
+	// A spool this daemon cannot write would be served in name only: it
+	// would log serving, then leave every job queued.
+	if err := s.CheckWritable(); err != nil {
 		s.Close()
 		return nil, err
 	}

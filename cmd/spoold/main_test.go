@@ -1,9 +1,13 @@
 package main
 
 import (
+	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -59,5 +63,27 @@ func TestLoopPulse(t *testing.T) {
 	beat()
 	if err := health(); err != nil {
 		t.Errorf("going round again: %v", err)
+	}
+}
+
+// TestUnitWorkers: the packaged unit runs several chats' jobs at once, so
+// that one person's open question holds only that chat (it ran one), and
+// spoold -h says so.
+func TestUnitWorkers(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "dist", "systemd", "spoold.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^ExecStart=\S*spoold .*--workers (\d+)`).FindSubmatch(b)
+	if m == nil {
+		t.Fatal("spoold.service: no --workers in ExecStart")
+	}
+	if n, _ := strconv.Atoi(string(m[1])); n < 4 {
+		t.Errorf("spoold.service runs %d workers, want at least 4", n)
+	}
+	fs := flag.NewFlagSet("spoold", flag.ContinueOnError)
+	declareFlags(fs)
+	if u := fs.Lookup("workers").Usage; !strings.Contains(u, "the packaged unit runs "+string(m[1])) {
+		t.Errorf("spoold -h says of --workers %q, not the unit's %s", u, m[1])
 	}
 }

@@ -36,7 +36,7 @@ var prog = &cli.Program{
 everything else through. Without -c or FILE, the script is read from
 standard input when it is not a terminal.`,
 	Common: func(fs *flag.FlagSet) {
-		fs.String("spool", "", "the spool `DIR` (default $SPOOL_DIR, $JOBS_DIR, /var/spool/vm for root, else ${XDG_STATE_HOME:-~/.local/state}/vmspool)")
+		fs.String("spool", "", "the spool `DIR` (default $SPOOL_DIR, $JOBS_DIR, then as spool -h says)")
 		tool := vmgate.DefaultCommitTool
 		if env := os.Getenv(vmgate.CommitToolEnv); vmgate.ValidToolName(env) {
 			// Inside a job run for a client whose commit tool has another

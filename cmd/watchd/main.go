@@ -35,7 +35,7 @@ watchd serve. serve serves every chat's progress, its events as they
 come and a page of live runs, on the spool's unix socket and on loopback
 TCP (` + watchd.DefaultListen + `), which asks for the token in watchd/token.`,
 	Common: func(fs *flag.FlagSet) {
-		fs.String("spool", "", "the spool `DIR` (default $SPOOL_DIR, $JOBS_DIR, then the per-user default)")
+		fs.String("spool", "", "the spool `DIR` (default $SPOOL_DIR, $JOBS_DIR, then as spool -h says)")
 		cli.Duration(fs, "poll", 0, "poll every `D` instead of using inotify (NFS, FUSE, shared trees)")
 	},
 }
@@ -126,6 +126,16 @@ func follow(c *cli.Call) error {
 	}
 	defer s.Close()
 
+	// Never wait on nothing without a word: a job the spool does not
+	// hold is refused, a chat whose last run ended is said.
+	if job != "" {
+		if err := watchd.CheckJob(s, chat, job); err != nil {
+			return err
+		}
+	} else if end := watchd.EndedRun(s, chat, began); end != nil {
+		fmt.Fprintf(c.Stderr, "watchd follow: chat %s's last run, job %s, ended (%s) before this follow began, and no job of the chat is queued: waiting for its next run (--job %s shows the one that ended)\n",
+			chat, spool.Printable(end.Job), end.State, spool.Printable(end.Job))
+	}
 	ctx := sig.Context()
 	end, err := watchd.Follow(ctx, watchd.FollowConfig{
 		Spool: s, Chat: chat, Job: job, Began: began,
