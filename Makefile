@@ -31,7 +31,7 @@ vet:
 # The unit tests and the end-to-end tests (./tests builds the real binaries
 # and drives them over temporary spools), all under the race detector.
 test: fmt-check vet build
-	$(GO) test -race -timeout 20m ./...
+	$(GO) test -race -timeout 24m ./...
 	$(MAKE) python-test
 	$(MAKE) fuzz-short
 	$(MAKE) deb-test

@@ -506,7 +506,12 @@ func plSweep(t *testing.T, workload func(*plWorld), every, first int) {
 	t.Logf("crash points tried %d, jobs whose submit returned %d, violations %d", tried, jobs, violations)
 }
 
+// The sweeps and the soak run beside each other (t.Parallel), two at a
+// time after the serial tests: each spends most of its time waiting on
+// its own processes and mounts, so that two of them on two cores take
+// little more than one.
 func TestPowerLossShort(t *testing.T) {
+	t.Parallel()
 	plSweep(t, shortWorkload, 1, 1)
 }
 
@@ -514,6 +519,7 @@ func TestPowerLossShort(t *testing.T) {
 // a different one each run (POWERLOSS_FIRST=n repeats one), or at every
 // one with POWERLOSS=full.
 func TestPowerLossLong(t *testing.T) {
+	t.Parallel()
 	every, first := 25, 1+rand.IntN(25)
 	if os.Getenv("POWERLOSS") == "full" {
 		every, first = 1, 1

@@ -372,6 +372,7 @@ type soakWatcher struct {
 }
 
 func TestSoak(t *testing.T) {
+	t.Parallel() // beside the power-loss sweeps (tests/powerloss_test.go)
 	load := soakDuration(t)
 	if testing.Short() {
 		t.Skip("-short: no soak")
