@@ -870,7 +870,10 @@ func (p *mhProof) waveOf(what string, n, ticks int, fault func()) {
 
 // busy waits until a job runs on the host.
 func (p *mhProof) busy(h *mhHost) {
-	eventually(p.t, 60*time.Second, 20*time.Millisecond, "a job running on "+h.name, func() bool { return mhHostJobs(h) > 0 })
+	// Two minutes: the file system's own stalls come first. A GlusterFS
+	// mount was seen to show no new job to any host for a minute, and
+	// CephFS's recall of a client's caps has stalled a host for 34 s.
+	eventually(p.t, 2*time.Minute, 20*time.Millisecond, "a job running on "+h.name, func() bool { return mhHostJobs(h) > 0 })
 }
 
 // replace kills the host on slot while a job runs there (a crash: with no

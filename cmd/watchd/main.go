@@ -127,12 +127,23 @@ func follow(c *cli.Call) error {
 	defer s.Close()
 
 	// Never wait on nothing without a word: a job the spool does not
-	// hold is refused, a chat whose last run ended is said.
+	// hold is waited for a moment (a follow started just before its
+	// submit), then refused; a chat whose last run ended is said, to a
+	// person (--json's reader has the structure, and no use for a note).
 	if job != "" {
-		if err := watchd.CheckJob(s, chat, job); err != nil {
+		wait := noJobWait
+		if timeout > 0 {
+			wait = min(wait, timeout)
+		}
+		err := watchd.CheckJob(s, chat, job)
+		for errors.Is(err, spool.ErrNoJob) && time.Since(began) < wait {
+			time.Sleep(100 * time.Millisecond) // the pace of the look
+			err = watchd.CheckJob(s, chat, job)
+		}
+		if err != nil {
 			return err
 		}
-	} else if end := watchd.EndedRun(s, chat, began); end != nil {
+	} else if end := watchd.EndedRun(s, chat, began); end != nil && !asJSON {
 		fmt.Fprintf(c.Stderr, "watchd follow: chat %s's last run, job %s, ended (%s) before this follow began, and no job of the chat is queued: waiting for its next run (--job %s shows the one that ended)\n",
 			chat, spool.Printable(end.Job), end.State, spool.Printable(end.Job))
 	}
@@ -445,6 +456,11 @@ func defaultMaxConns() int {
 	}
 	return max(int(lim.Cur)-128, 16)
 }
+
+// noJobWait is how long `watchd follow --job J` waits for a J the spool
+// does not hold yet before it refuses it: a follow may be started just
+// before the submit it follows.
+const noJobWait = 5 * time.Second
 
 // serveFlags are watchd serve's command line.
 type serveFlags struct {
