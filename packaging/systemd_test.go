@@ -140,17 +140,18 @@ func systemdStartReady(t *testing.T, c *container) {
 			t.Errorf("%s after start: %v", unit, p)
 		}
 	}
-	// watchd answers on its loopback address as soon as it is ready: with
-	// the token it made in the spool, and to nobody without it.
+	// watchd answers on its loopback address as soon as it is ready: the
+	// chats with the token it made in the spool, and to nobody without it
+	// (the page itself holds no chat's words, and answers anyone).
 	get := func(auth string) string {
 		return c.must(t, "bash", "-c", `tok=$(cat /var/spool/vm/watchd/token) && exec 3<>/dev/tcp/127.0.0.1/8377 &&
-		printf 'GET / HTTP/1.0\r\nHost: 127.0.0.1\r\n`+auth+`\r\n' "$tok" >&3 && head -n 1 <&3`)
+		printf 'GET /chats HTTP/1.0\r\nHost: 127.0.0.1\r\n`+auth+`\r\n' "$tok" >&3 && head -n 1 <&3`)
 	}
 	if page := get(`Authorization: Bearer %s\r\n`); !strings.Contains(page, " 200 ") {
-		t.Errorf("watchd's page with the token: %q", page)
+		t.Errorf("watchd's chats with the token: %q", page)
 	}
 	if page := get(`X-Token-Not-Sent: %.0s\r\n`); !strings.Contains(page, " 401 ") {
-		t.Errorf("watchd's page without the token: %q", page)
+		t.Errorf("watchd's chats without the token: %q", page)
 	}
 	if modes := c.must(t, "stat", "-c", "%a %U %G", "/var/spool/vm/watchd/token", "/var/spool/vm/watchd/serve.sock"); strings.TrimSpace(modes) != "640 vmspool vmspool\n660 vmspool vmspool" {
 		t.Errorf("watchd's token and socket: %q; want 640 and 660, vmspool vmspool", modes)
