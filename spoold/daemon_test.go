@@ -87,7 +87,7 @@ func TestBeat(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { d.Run(ctx); close(done) }()
-	time.Sleep(2500 * time.Millisecond)
+	time.Sleep(2500 * time.Millisecond) // a window: the beats in it are what is counted
 	cancel()
 	<-done
 	if n := beats.Load(); n < 2 {

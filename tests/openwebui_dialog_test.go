@@ -162,6 +162,8 @@ print(json.dumps(evs))`
 			t.Errorf("dialog %d: the run's text is in the message: %q", i, ev.Data.Message)
 		}
 	}
+	// A fetch that must not come: a short wait for one in flight (the
+	// control case below waits for its own fetch, which does come).
 	time.Sleep(500 * time.Millisecond)
 	if n := fetched.Load(); n != 0 {
 		t.Errorf("drawing the dialogs fetched %d addresses:%s", n, paths.Load())

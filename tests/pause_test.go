@@ -82,7 +82,7 @@ func TestPauseLocal(t *testing.T) {
 		id, _ := job(t, dir, "stopped", `spool say working; sleep 2; spool say halfway; sleep 4.5; spool say finished`)
 		eventually(t, 20*time.Second, 10*time.Millisecond, "the job to say working", func() bool { return said(s, id, "working") })
 		signal(t, p.cmd.Process.Pid, syscall.SIGSTOP)
-		time.Sleep(pause)
+		time.Sleep(pause) // the pause itself: three leases with spoold stopped
 		signal(t, p.cmd.Process.Pid, syscall.SIGCONT)
 		intact(t, s, p, id, "stopped", "", "working", "halfway", "finished")
 	})
@@ -102,7 +102,7 @@ func TestPauseLocal(t *testing.T) {
 		// As a suspended host: the job's group and spoold at once.
 		signal(t, -pgid, syscall.SIGSTOP)
 		signal(t, p.cmd.Process.Pid, syscall.SIGSTOP)
-		time.Sleep(pause)
+		time.Sleep(pause) // the pause itself: three leases with both frozen
 		signal(t, p.cmd.Process.Pid, syscall.SIGCONT)
 		signal(t, -pgid, syscall.SIGCONT)
 		intact(t, s, p, id, "frozen", "", "working", "finished")
@@ -127,7 +127,7 @@ func TestPauseLocal(t *testing.T) {
 			if l, _, err := s.ReadLease(id); err != nil || l.Worker != "A" || l.Attempt != 1 {
 				t.Fatalf("%v into A's pause, the job's lease: %+v, %v; want A's, attempt 1", time.Since(stopped).Round(time.Millisecond), l, err)
 			}
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond) // the pace of the look, all through the pause
 		}
 		signal(t, a.cmd.Process.Pid, syscall.SIGCONT)
 		intact(t, s, a, id, "held", "A", "working", "finished")
@@ -165,7 +165,7 @@ echo "end $SPOOL_JOB $SPOOL_ATTEMPT" >> "$0"`
 		// B starts once A has claimed both, and has watched their
 		// leases for a while when A dies.
 		spooldStart(t, dir, append(more, "--worker", "B")...)
-		time.Sleep(lease / 2)
+		time.Sleep(lease / 2) // B watches A's leases a while: what A's death must find in place
 		a.kill()
 		killed := time.Now()
 		// Queued again, or ended: each only once its first attempt's
@@ -187,7 +187,7 @@ echo "end $SPOOL_JOB $SPOOL_ATTEMPT" >> "$0"`
 				}
 				delete(left, id)
 			}
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // the pace of the look
 		}
 		if len(left) > 0 {
 			t.Fatalf("not recovered 10 s after the kill: %v", left)

@@ -48,7 +48,7 @@ func TestJobEnvironment(t *testing.T) {
 // for longer than its bound.
 func TestLoopPulse(t *testing.T) {
 	beat, health := loopPulse(50 * time.Millisecond)
-	time.Sleep(80 * time.Millisecond)
+	time.Sleep(80 * time.Millisecond) // time passing is the point: past the bound, before any round
 	if err := health(); err != nil {
 		t.Errorf("before the first round: %v", err)
 	}
@@ -56,7 +56,7 @@ func TestLoopPulse(t *testing.T) {
 	if err := health(); err != nil {
 		t.Errorf("just after a round: %v", err)
 	}
-	time.Sleep(80 * time.Millisecond)
+	time.Sleep(80 * time.Millisecond) // past the bound with no round
 	if err := health(); err == nil {
 		t.Error("no round for longer than the bound, and healthy")
 	}
