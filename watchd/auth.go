@@ -36,10 +36,11 @@ type Auth struct {
 	Token string
 }
 
-// bearer reports whether r carries this server's token.
-func (a *Auth) bearer(r *http.Request) bool {
+// bearer reads r's "Authorization: Bearer" header: whether it has one,
+// and whether it carries this server's token.
+func (a *Auth) bearer(r *http.Request) (sent, good bool) {
 	v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && a.matches(strings.TrimSpace(v))
+	return ok, ok && a.matches(strings.TrimSpace(v))
 }
 
 func (a *Auth) matches(t string) bool {
@@ -66,23 +67,23 @@ func (a *Auth) Handler(h http.Handler) http.Handler {
 			a.login(w, r, q.Get("token"))
 			return
 		}
+		sent, good := a.bearer(r)
 		if public(r) {
 			// Without the token, a connection serves this one request:
 			// a client that asks for the page's files every few seconds
 			// must not hold a connection (LimitedListener) for good.
-			if !a.bearer(r) {
+			if !good {
 				w.Header().Set("Connection", "close")
 			}
 			h.ServeHTTP(w, r)
 			return
 		}
-		v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		switch {
-		case !ok:
+		case !sent:
 			unauthorized(w, "watchd: a token is needed. In a browser, open the address watchd serve printed "+
 				"(http://HOST:PORT/#token=...); a program sends \"Authorization: Bearer <token>\". "+
 				"The token is in the spool's watchd/token, readable by the spool's group (docs/operations.md)")
-		case !a.matches(strings.TrimSpace(v)):
+		case !good:
 			unauthorized(w, "watchd: the token sent is not this server's (it may have been rotated: read it again)")
 		default:
 			h.ServeHTTP(w, r)

@@ -124,7 +124,7 @@ func relay(ctx context.Context, chat string, asJSON bool, every time.Duration, w
 // there is one, names chat.
 func CheckJob(s *spool.Spool, chat, job string) error {
 	if _, err := s.State(job); err != nil {
-		if doc, derr := s.ReadProgress(chat); derr == nil && doc.Job == job {
+		if doc, _, derr := s.ProgressHead(chat); derr == nil && doc.Job == job {
 			return nil
 		}
 		if errors.Is(err, spool.ErrNoJob) {
