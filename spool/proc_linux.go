@@ -66,20 +66,27 @@ func BootID() string {
 // host: the same boot, the pid present, and (when the lease recorded it)
 // the same start time.
 func (l *Lease) Alive(host, boot string) (known, alive bool) {
+	known, alive, _ = l.alive(host, boot)
+	return known, alive
+}
+
+// alive is Alive, with the live process's command name, from the one
+// read of its /proc/PID/stat.
+func (l *Lease) alive(host, boot string) (known, alive bool, comm string) {
 	if l.Host != host {
-		return false, false
+		return false, false, ""
 	}
 	if l.Boot != "" && boot != "" && l.Boot != boot {
-		return true, false
+		return true, false, ""
 	}
-	st, err := ProcessStart(l.PID)
+	comm, st, err := processStat(l.PID)
 	if err != nil {
-		return true, false
+		return true, false, ""
 	}
 	if l.PIDStart != 0 && st != l.PIDStart {
-		return true, false
+		return true, false, ""
 	}
-	return true, true
+	return true, true, comm
 }
 
 // ByProcess reports whether the lease's process decides its life, as seen
@@ -94,7 +101,7 @@ func (l *Lease) Alive(host, boot string) (known, alive bool) {
 // that names another program's process (a lease planted naming pid 1,
 // which would otherwise hold its job for ever), the heartbeat decides.
 func (l *Lease) ByProcess(host, boot string) (decides, alive bool) {
-	known, alive := l.Alive(host, boot)
+	known, alive, comm := l.alive(host, boot)
 	switch {
 	case !known:
 		return false, false
@@ -102,10 +109,6 @@ func (l *Lease) ByProcess(host, boot string) (decides, alive bool) {
 		return true, false
 	case l.PIDStart == 0 || l.Boot == "" || boot == "":
 		return false, true
-	}
-	comm, _, err := processStat(l.PID)
-	if err != nil {
-		return true, false // gone since
 	}
 	return strings.HasPrefix(comm, ProgramPrefix), true
 }
